@@ -1,0 +1,43 @@
+"""The ledger's categories: every second of a run's wall time is booked to exactly one.
+
+Names follow Google's ml-goodput-measurement badput taxonomy where one exists.
+"""
+
+from __future__ import annotations
+
+PRODUCTIVE = "productive"  # compute of steps that survive into the final model
+DATA_WAIT = "data_wait"  # the training loop blocked waiting for the next batch
+CHECKPOINT_SAVE = "checkpoint_save"  # the blocking part of a save
+CHECKPOINT_RESTORE = "checkpoint_restore"  # loading state after a restart
+LOST_WORK = "lost_work"  # compute of steps later rolled back by a failure
+RESTART = "restart"  # failure -> new process ready to train
+STARTUP = "startup"  # first launch -> first step
+OTHER = "other"  # whatever is left (logging, evaluation, teardown)
+
+CATEGORIES: tuple[str, ...] = (
+    PRODUCTIVE,
+    DATA_WAIT,
+    CHECKPOINT_SAVE,
+    CHECKPOINT_RESTORE,
+    LOST_WORK,
+    RESTART,
+    STARTUP,
+    OTHER,
+)
+
+#: Colours used by every chart, so a category looks the same everywhere.
+COLORS: dict[str, str] = {
+    PRODUCTIVE: "#2ca02c",
+    DATA_WAIT: "#ff7f0e",
+    CHECKPOINT_SAVE: "#1f77b4",
+    CHECKPOINT_RESTORE: "#9467bd",
+    LOST_WORK: "#d62728",
+    RESTART: "#8c564b",
+    STARTUP: "#7f7f7f",
+    OTHER: "#c7c7c7",
+}
+
+
+def empty_buckets() -> dict[str, float]:
+    """A dict with every category at 0.0 seconds, in the canonical order."""
+    return {c: 0.0 for c in CATEGORIES}

@@ -1,0 +1,301 @@
+"""Checkpoints: complete, atomic, verified.
+
+Complete: model, optimizer, LR schedule, data position, every RNG (python,
+numpy, torch, CUDA) and the step; resuming from one gives bit-identical training.
+
+Atomic: a checkpoint is a directory ``step-00000050/`` holding ``state.pt`` and
+``manifest.json`` (format version, step, and the sha256 and size of each file).
+It is written under a temporary name, every file and the directory fsynced,
+then renamed into place: a reader sees a whole checkpoint or none.
+
+Verified: restore walks the checkpoints newest first and takes the first whose
+manifest parses and whose files match their checksums; a damaged one is skipped
+with a warning. Loading uses ``torch.load(..., weights_only=True)``, so a
+checkpoint can hold tensors and plain containers but never code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import random
+import re
+import shutil
+import time
+import uuid
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+FORMAT_VERSION = 1
+STATE_FILE = "state.pt"
+MANIFEST = "manifest.json"
+_NAME = re.compile(r"^step-(\d{8})$")
+
+
+class CheckpointWarning(UserWarning):
+    """A checkpoint was damaged and skipped."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    step: int
+    path: Path
+
+
+class _HashingWriter:
+    """A file wrapper that hashes and counts what passes through it (one pass over the bytes)."""
+
+    def __init__(self, f):
+        self.f = f
+        self.sha = hashlib.sha256()
+        self.bytes = 0
+
+    def write(self, data) -> int:
+        self.sha.update(data)
+        self.bytes += len(data)
+        return self.f.write(data)
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class CheckpointStore:
+    """A directory of checkpoints with atomic commit, verification and keep-newest-k."""
+
+    def __init__(self, root: Path | str, keep: int = 3):
+        self.root = Path(root)
+        self.keep = keep
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    # --- listing -----------------------------------------------------------------
+    def list(self) -> list[Checkpoint]:
+        """Committed checkpoints (valid or not), newest first."""
+        found = []
+        for p in self.root.iterdir():
+            m = _NAME.match(p.name)
+            if m and p.is_dir():
+                found.append(Checkpoint(int(m.group(1)), p))
+        return sorted(found, key=lambda c: c.step, reverse=True)
+
+    def path_for(self, step: int) -> Path:
+        return self.root / f"step-{step:08d}"
+
+    # --- writing -----------------------------------------------------------------
+    def save(self, state: dict[str, Any], step: int) -> Path:
+        """Serialise ``state`` and commit it atomically as the checkpoint of ``step``."""
+        import torch
+
+        def write_state(f) -> None:
+            torch.save(state, f)
+
+        return self.commit(step, write_state)
+
+    def commit(self, step: int, write_state: Callable[[Any], None]) -> Path:
+        """Write a checkpoint whose ``state.pt`` bytes come from ``write_state(file)``.
+
+        The sequence: temporary directory, state file written and fsynced,
+        manifest written and fsynced, directory fsynced, rename, parent fsynced,
+        then old checkpoints beyond ``keep`` removed.
+        """
+        self._remove_stale_temporaries()
+        tmp = self.root / f".tmp-step-{step:08d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir()
+        with open(tmp / STATE_FILE, "wb") as raw:
+            f = _HashingWriter(raw)
+            write_state(f)
+            raw.flush()
+            os.fsync(raw.fileno())
+        manifest = {
+            "format": FORMAT_VERSION,
+            "step": step,
+            "created_unix": time.time(),
+            "files": {STATE_FILE: {"sha256": f.sha.hexdigest(), "bytes": f.bytes}},
+        }
+        with open(tmp / MANIFEST, "w") as m:
+            json.dump(manifest, m, indent=1)
+            m.flush()
+            os.fsync(m.fileno())
+        _fsync_dir(tmp)
+        final = self.path_for(step)
+        if final.exists():  # the same step saved again after a rollback past it
+            trash = self.root / f".trash-{final.name}-{uuid.uuid4().hex[:8]}"
+            os.rename(final, trash)
+            os.rename(tmp, final)
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            os.rename(tmp, final)
+        _fsync_dir(self.root)
+        self.prune()
+        return final
+
+    def prune(self) -> None:
+        """Delete all but the newest ``keep`` checkpoints."""
+        for c in self.list()[self.keep :]:
+            shutil.rmtree(c.path, ignore_errors=True)
+
+    def _remove_stale_temporaries(self) -> None:
+        """Leftovers of saves that a kill interrupted; never visible as checkpoints."""
+        for p in self.root.iterdir():
+            if p.name.startswith((".tmp-", ".trash-")):
+                shutil.rmtree(p, ignore_errors=True)
+
+    # --- reading -----------------------------------------------------------------
+    def read_verified(self, path: Path) -> bytes:
+        """The bytes of ``state.pt`` after checking the manifest; raises ``ValueError`` if damaged."""
+        try:
+            manifest = json.loads((path / MANIFEST).read_text())
+        except FileNotFoundError:
+            raise ValueError("no manifest") from None
+        except json.JSONDecodeError as e:
+            raise ValueError(f"manifest unreadable ({e.msg})") from None
+        if manifest.get("format") != FORMAT_VERSION:
+            raise ValueError(f"format {manifest.get('format')!r}, expected {FORMAT_VERSION}")
+        entry = manifest.get("files", {}).get(STATE_FILE)
+        if not entry:
+            raise ValueError(f"manifest lists no {STATE_FILE}")
+        try:
+            data = (path / STATE_FILE).read_bytes()
+        except FileNotFoundError:
+            raise ValueError(f"{STATE_FILE} missing") from None
+        if len(data) != entry["bytes"]:
+            raise ValueError(f"{STATE_FILE} has {len(data)} bytes, manifest says {entry['bytes']}")
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != entry["sha256"]:
+            raise ValueError(f"{STATE_FILE} sha256 mismatch")
+        return data
+
+    def load(self, path: Path) -> dict[str, Any]:
+        """Load a verified checkpoint onto the CPU (``weights_only=True``)."""
+        import torch
+
+        data = self.read_verified(path)
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+
+    def load_newest_valid(
+        self, on_invalid: Callable[[Checkpoint, str], None] | None = None
+    ) -> tuple[Checkpoint, dict[str, Any]] | None:
+        """The newest checkpoint that verifies and loads, or ``None``.
+
+        Each damaged one is reported through ``on_invalid(checkpoint, reason)``
+        and a :class:`CheckpointWarning`, then skipped.
+        """
+        for c in self.list():
+            try:
+                state = self.load(c.path)
+            except Exception as e:  # damaged in any way: verified bytes that still fail to unpickle
+                reason = str(e) or type(e).__name__
+                warnings.warn(f"skipping damaged checkpoint {c.path.name}: {reason}", CheckpointWarning, stacklevel=2)
+                if on_invalid:
+                    on_invalid(c, reason)
+                continue
+            return c, state
+        return None
+
+    def newest_valid_step(self) -> int:
+        """Step of the newest checkpoint that verifies (0 when there is none); reads but does not unpickle."""
+        for c in self.list():
+            try:
+                self.read_verified(c.path)
+            except ValueError:
+                continue
+            return c.step
+        return 0
+
+
+# --- complete training state -------------------------------------------------------------
+def capture_rng() -> dict[str, Any]:
+    """Every RNG the training touches, in a form ``torch.load(weights_only=True)`` accepts."""
+    import torch
+
+    np_state = np.random.get_state()
+    state = {
+        "python": random.getstate(),
+        "numpy": {
+            "name": np_state[0],
+            "keys": torch.from_numpy(np_state[1].astype(np.int64)),
+            "pos": int(np_state[2]),
+            "has_gauss": int(np_state[3]),
+            "cached_gaussian": float(np_state[4]),
+        },
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+    return state
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    import torch
+
+    random.setstate(_as_tuple(state["python"]))
+    n = state["numpy"]
+    np.random.set_state((n["name"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"]))
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _as_tuple(x):
+    return tuple(_as_tuple(v) for v in x) if isinstance(x, (list, tuple)) else x
+
+
+def capture_state(model, optimizer, scheduler, step: int, data_position: dict[str, Any]) -> dict[str, Any]:
+    """The complete state after ``step`` steps: enough to continue bit-exactly."""
+    return {
+        "format": FORMAT_VERSION,
+        "step": step,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "data": data_position,
+        "rng": capture_rng(),
+    }
+
+
+def apply_state(state: dict[str, Any], model, optimizer, scheduler) -> int:
+    """Load ``state`` into the live objects; returns the step to continue from."""
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    restore_rng(state["rng"])
+    return int(state["step"])
+
+
+# --- strategies ----------------------------------------------------------------------------
+class SyncCheckpointer:
+    """The baseline: serialise and persist while training waits."""
+
+    name = "sync"
+
+    def __init__(self, store: CheckpointStore, on_commit: Callable[[int], None]):
+        self.store = store
+        self.on_commit = on_commit
+
+    def save(self, state: dict[str, Any], step: int) -> None:
+        self.store.save(state, step)
+        self.on_commit(step)
+
+    def finalize(self) -> None:
+        """Wait for saves in flight (none: sync saves finish before returning)."""
+
+    def close(self) -> None:
+        pass
+
+
+def make_checkpointer(strategy: str, store: CheckpointStore, on_commit: Callable[[int], None]):
+    if strategy == "sync":
+        return SyncCheckpointer(store, on_commit)
+    raise ValueError(f"unknown checkpoint strategy {strategy!r}")

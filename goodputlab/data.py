@@ -1,0 +1,206 @@
+"""The input pipeline: a data set behind emulated slow storage, fed by a DataLoader.
+
+The data position is the step: the batch for step ``s`` is a pure function of
+``(seed, s)``, so a worker that resumes at step ``s`` reads exactly the next
+samples, none repeated and none skipped, however deep the pipeline was when the
+previous worker died.
+
+Storage is emulated per batch: a read latency (``time.sleep``, so it costs no CPU,
+like waiting on a disk or a network file system) with seeded log-normal jitter,
+then a transform that burns real CPU for a given time (like decoding and
+augmenting). The tokens themselves live in a ``.npy`` file that every process
+memory-maps.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Iterator, NamedTuple
+
+import numpy as np
+
+from .workload import MarkovSource, ModelPreset
+
+
+class BatchRequest(NamedTuple):
+    """What the sampler hands the data set: the step and the sample indices of its batch."""
+
+    step: int
+    indices: list[int]
+
+
+class StepSampler:
+    """Yields the batch of every step from ``start_step`` to ``end_step - 1``.
+
+    Epoch ``e`` visits the samples in a seeded permutation; step ``s`` takes
+    slice ``s % steps_per_epoch`` of epoch ``s // steps_per_epoch``. Nothing in
+    here depends on the past, so resuming is just a different ``start_step``.
+    """
+
+    def __init__(self, n_samples: int, batch_size: int, seed: int, start_step: int, end_step: int):
+        if batch_size > n_samples:
+            raise ValueError(f"batch_size {batch_size} exceeds the data set ({n_samples} samples)")
+        self.n_samples = n_samples
+        self.batch_size = batch_size
+        self.seed = seed
+        self.start_step = start_step
+        self.end_step = end_step
+        self.steps_per_epoch = n_samples // batch_size
+
+    def permutation(self, epoch: int) -> np.ndarray:
+        return np.random.default_rng([self.seed, epoch, 0x0D3E]).permutation(self.n_samples)
+
+    def indices_for(self, step: int) -> list[int]:
+        epoch, j = divmod(step, self.steps_per_epoch)
+        b = self.batch_size
+        return self.permutation(epoch)[j * b : (j + 1) * b].tolist()
+
+    def __iter__(self) -> Iterator[BatchRequest]:
+        perm_epoch, perm = -1, None
+        b = self.batch_size
+        for step in range(self.start_step, self.end_step):
+            epoch, j = divmod(step, self.steps_per_epoch)
+            if epoch != perm_epoch:
+                perm_epoch, perm = epoch, self.permutation(epoch)
+            yield BatchRequest(step, perm[j * b : (j + 1) * b].tolist())
+
+    def __len__(self) -> int:
+        return max(0, self.end_step - self.start_step)
+
+
+def data_file(directory: Path, preset: ModelPreset, seed: int) -> Path:
+    """Generate (once) and return the token file for this preset and seed.
+
+    Written to a temporary name and renamed, so a worker killed mid-write never
+    leaves a half file under the real name.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"tokens-{preset.name}-v{preset.vocab}-n{preset.n_samples}-c{preset.context}-s{seed}.npy"
+    if path.exists():
+        return path
+    source = MarkovSource.make(seed, preset.vocab)
+    tokens = source.sample(preset.n_samples, preset.context + 1, seed)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    with open(tmp, "wb") as f:
+        np.save(f, tokens)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def burn_cpu(seconds: float) -> None:
+    """Occupy this process's CPU for ``seconds`` (an emulated transform)."""
+    end = time.perf_counter() + seconds
+    x = 0
+    while time.perf_counter() < end:
+        x += 1  # pure-Python work: holds this process's GIL, like a real decode would
+
+
+class SlowStorageDataset:
+    """Token sequences behind emulated storage latency and transform cost.
+
+    Implements ``__getitems__`` so the DataLoader fetches a whole batch in one
+    call: latency and transform cost are per batch, as for a sharded store.
+    Returns ``{"step", "x", "y", "idx"}`` with ``x``/``y`` int64 (B, context).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        seed: int,
+        io_latency_s: float = 0.0,
+        io_jitter: float = 0.0,
+        transform_s: float = 0.0,
+    ):
+        self.path = Path(path)
+        self.seed = seed
+        self.io_latency_s = io_latency_s
+        self.io_jitter = io_jitter
+        self.transform_s = transform_s
+        self._tokens: np.ndarray | None = None  # opened lazily in each process
+        self.n_samples = int(np.load(self.path, mmap_mode="r").shape[0])
+
+    def __len__(self) -> int:
+        return self.n_samples
+
+    def __getstate__(self):  # DataLoader workers reopen the memory map themselves
+        d = dict(self.__dict__)
+        d["_tokens"] = None
+        return d
+
+    def read_latency(self, step: int) -> float:
+        """Seconds the emulated read of ``step``'s batch takes: seeded, mean ``io_latency_s``."""
+        if self.io_latency_s <= 0:
+            return 0.0
+        if self.io_jitter <= 0:
+            return self.io_latency_s
+        sigma = math.sqrt(math.log1p(self.io_jitter**2))  # log-normal with this coefficient of variation
+        z = np.random.default_rng([self.seed, step, 0x10]).standard_normal()
+        return self.io_latency_s * math.exp(sigma * z - sigma * sigma / 2)
+
+    def __getitems__(self, request: BatchRequest) -> dict:
+        import torch
+
+        if self._tokens is None:
+            self._tokens = np.load(self.path, mmap_mode="r")
+        step, indices = request
+        delay = self.read_latency(step)
+        if delay > 0:
+            time.sleep(delay)
+        rows = torch.from_numpy(np.asarray(self._tokens[np.sort(indices)], dtype=np.int64))
+        # restore the sampler's order (the sort only makes the read sequential)
+        order = np.argsort(np.argsort(indices))
+        rows = rows[torch.from_numpy(order)]
+        if self.transform_s > 0:
+            burn_cpu(self.transform_s)
+        return {"step": step, "x": rows[:, :-1], "y": rows[:, 1:], "idx": torch.tensor(indices)}
+
+    def __getitem__(self, i: int):  # pragma: no cover - the loader always asks for batches
+        raise TypeError("SlowStorageDataset serves whole batches: use a StepSampler as batch_sampler")
+
+
+def _pass_through(batch: dict) -> dict:
+    """collate_fn: ``__getitems__`` already returns a collated batch."""
+    return batch
+
+
+def make_loader(
+    dataset: SlowStorageDataset,
+    sampler: StepSampler,
+    workers: int,
+    prefetch: int | None,
+    pin_memory: bool = False,
+    persistent_workers: bool = False,
+    seed: int = 0,
+):
+    """A ``torch.utils.data.DataLoader`` over ``dataset`` in ``sampler``'s order.
+
+    ``generator`` is a private one: creating the loader's iterator draws a seed
+    from it, and drawing from the global torch RNG instead would change the
+    model's dropout masks after a restart.
+    """
+    import torch
+    from torch.utils.data import DataLoader
+
+    g = torch.Generator()
+    g.manual_seed(seed)
+    kwargs = {}
+    if workers > 0:
+        kwargs["prefetch_factor"] = prefetch if prefetch is not None else 2
+        kwargs["persistent_workers"] = persistent_workers
+        if sys.platform.startswith("linux"):
+            kwargs["multiprocessing_context"] = "fork"  # fastest start; workers never touch CUDA
+    return DataLoader(
+        dataset,
+        batch_sampler=sampler,
+        num_workers=workers,
+        collate_fn=_pass_through,
+        pin_memory=pin_memory,
+        generator=g,
+        **kwargs,
+    )

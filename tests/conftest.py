@@ -1,0 +1,52 @@
+"""Shared fixtures: real runs are expensive (each worker imports torch), so the
+reference runs that several tests inspect are made once per session."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from goodputlab.config import RunConfig
+from goodputlab.events import read_events
+from goodputlab.supervisor import run_supervised
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def real_run(out: Path, **settings):
+    """Run a real supervised experiment; returns (summary, events)."""
+    summary = run_supervised(RunConfig(**settings), out)
+    return summary, read_events(out / "events.jsonl")
+
+
+# One experiment, two ways: uninterrupted, and killed three times (with a two-worker
+# prefetching input pipeline, so batches are in flight when the kills land).
+RESUME_SETTINGS = dict(steps=90, ckpt_every=20, seed=7, workers=2, prefetch=2, restart_delay=0.1)
+KILLS = (25, 50, 72)
+
+
+@pytest.fixture(scope="session")
+def clean_run(tmp_path_factory):
+    return real_run(tmp_path_factory.mktemp("clean"), **RESUME_SETTINGS)
+
+
+@pytest.fixture(scope="session")
+def killed_run(tmp_path_factory):
+    return real_run(tmp_path_factory.mktemp("killed"), kill_at_steps=KILLS, **RESUME_SETTINGS)
+
+
+@pytest.fixture
+def cli_env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+@pytest.fixture
+def cli():
+    """The ``goodputlab`` command as a user runs it (the installed entry point when there is one)."""
+    exe = Path(sys.executable).parent / "goodputlab"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "goodputlab.cli"]

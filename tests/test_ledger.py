@@ -1,0 +1,129 @@
+"""The ledger on hand-written event logs, where every expected second is known."""
+
+import pytest
+
+from goodputlab import categories as C
+from goodputlab.ledger import build_ledger, per_step, summarize, surviving_executions, surviving_samples
+
+
+def ev(t, kind, attempt=0, step=None, **kw):
+    return {"t": t, "attempt": attempt, "step": step, "kind": kind, **kw}
+
+
+# Two steps saved, two more run and the worker is killed in step 3; the second
+# attempt restores step 2 and redoes steps 2 and 3.
+ONE_FAILURE = [
+    ev(0.0, "start"),
+    ev(0.1, "spawn"),
+    ev(0.3, "init"),
+    ev(1.0, "warmup", step=0),
+    ev(1.2, "compute", step=0),
+    ev(1.5, "step_end", step=0, loss=4.0, samples=[1, 2]),
+    ev(1.6, "data_wait", step=1),
+    ev(1.7, "compute", step=1),
+    ev(2.0, "step_end", step=1, loss=3.5, samples=[3, 4]),
+    ev(2.1, "ckpt_save", step=1),
+    ev(2.3, "ckpt_commit", ckpt_step=2),
+    ev(2.3, "data_wait", step=2),
+    ev(2.4, "compute", step=2),
+    ev(2.7, "step_end", step=2, loss=3.0, samples=[5, 6]),
+    ev(2.8, "data_wait", step=3),
+    ev(2.9, "compute", step=3),
+    ev(3.0, "failure", cause="poisson"),
+    ev(3.05, "step_end", step=3, loss=9.9, samples=[7, 8]),  # stamped after the kill: ignored
+    ev(3.2, "restart_delay"),
+    ev(3.5, "spawn", attempt=1),
+    ev(3.6, "init", attempt=1),
+    ev(4.0, "restore", attempt=1),
+    ev(4.4, "restored", attempt=1, ckpt_step=2),
+    ev(4.5, "warmup", attempt=1, step=2),
+    ev(4.6, "compute", attempt=1, step=2),
+    ev(4.9, "step_end", attempt=1, step=2, loss=3.0, samples=[5, 6]),
+    ev(5.0, "data_wait", attempt=1, step=3),
+    ev(5.1, "compute", attempt=1, step=3),
+    ev(5.4, "step_end", attempt=1, step=3, loss=2.5, samples=[7, 8]),
+    ev(5.5, "ckpt_save", attempt=1, step=3),
+    ev(5.7, "ckpt_commit", attempt=1, ckpt_step=4),
+    ev(5.7, "finish", attempt=1, step=4, final_state_sha256="ab" * 32, final_loss=2.5),
+    ev(5.7, "exit", attempt=1),
+    ev(5.9, "teardown", attempt=1),
+    ev(6.0, "end", attempt=1, completed=True, reason="completed", resume_step=4),
+]
+
+EXPECTED = {
+    C.STARTUP: 0.1 + 0.2 + 0.7 + 0.2,
+    C.PRODUCTIVE: 0.3 + 0.3 + 0.3 + 0.3,
+    C.LOST_WORK: 0.3 + 0.1,
+    C.OTHER: 0.1 * 5 + 0.2 + 0.1,
+    C.DATA_WAIT: 0.1 * 4,
+    C.CHECKPOINT_SAVE: 0.2 + 0.2,
+    C.RESTART: 0.2 + 0.3 + 0.1 + 0.4 + 0.1,
+    C.CHECKPOINT_RESTORE: 0.5,
+}
+
+
+def test_every_second_is_booked_to_the_right_category():
+    ledger = build_ledger(ONE_FAILURE)
+    assert ledger.wall_s == pytest.approx(6.0)
+    for cat in C.CATEGORIES:
+        assert ledger.buckets[cat] == pytest.approx(EXPECTED[cat]), cat
+    assert sum(ledger.buckets.values()) == pytest.approx(ledger.wall_s, abs=1e-9)
+    assert ledger.goodput == pytest.approx(1.2 / 6.0)
+    assert ledger.failure_times == [3.0]
+    assert ledger.completed
+
+
+def test_order_of_the_log_does_not_matter():
+    shuffled = list(reversed(ONE_FAILURE))
+    assert build_ledger(shuffled).buckets == pytest.approx(build_ledger(ONE_FAILURE).buckets)
+
+
+def test_rolled_back_steps_are_lost_and_redone_steps_survive():
+    assert surviving_executions(ONE_FAILURE) == {(0, 0), (0, 1), (1, 2), (1, 3)}
+    rows = {(r["attempt"], r["step"]): r for r in per_step(ONE_FAILURE)}
+    assert not rows[(0, 2)]["survived"] and not rows[(0, 3)]["survived"]
+    assert rows[(1, 3)]["compute_s"] == pytest.approx(0.3)
+    assert rows[(0, 3)]["compute_s"] == pytest.approx(0.1)  # cut short by the kill
+    assert rows[(0, 3)]["loss"] is None  # its late step_end was dropped
+
+
+def test_surviving_samples_follow_the_final_lineage():
+    assert surviving_samples(ONE_FAILURE) == [[1, 2], [3, 4], [5, 6], [7, 8]]
+
+
+def test_summary_fields():
+    s = summarize(ONE_FAILURE, {"steps": 4})
+    assert s["failures"] == 1
+    assert s["checkpoints"] == 2
+    assert s["steps_executed"] == 6
+    assert s["steps_completed"] == 4
+    assert s["initial_loss"] == 4.0 and s["final_loss"] == 2.5
+    assert s["final_state_sha256"] == "ab" * 32
+    assert s["attempts"] == 2
+    assert set(s["buckets"]) == set(C.CATEGORIES)
+
+
+def test_a_run_stopped_by_its_failure_budget_loses_what_it_did_not_save():
+    events = ONE_FAILURE[:17] + [
+        ev(3.1, "teardown"),
+        ev(3.2, "end", completed=False, reason="failure budget exhausted", resume_step=2),
+    ]
+    ledger = build_ledger(events)
+    assert not ledger.completed
+    assert ledger.buckets[C.PRODUCTIVE] == pytest.approx(0.6)  # steps 0 and 1, saved at step 2
+    assert ledger.buckets[C.LOST_WORK] == pytest.approx(0.4)
+    s = summarize(events, {"steps": 4})
+    assert s["steps_completed"] == 2 and s["final_state_sha256"] is None
+    assert sum(ledger.buckets.values()) == pytest.approx(ledger.wall_s)
+
+
+def test_coalesced_segments_keep_the_total():
+    ledger = build_ledger(ONE_FAILURE)
+    merged = ledger.coalesced()
+    assert len(merged) < len(ledger.segments)
+    assert sum(s.duration for s in merged) == pytest.approx(ledger.wall_s)
+
+
+def test_empty_log():
+    ledger = build_ledger([])
+    assert ledger.wall_s == 0 and ledger.goodput == 0
