@@ -1,0 +1,155 @@
+"""Altair charts of runs: a timeline per attempt and the time breakdown.
+
+Charts are plain ``alt.Chart`` objects. In a notebook call :func:`setup_notebook`
+once: it makes Altair draw offline (the Vega JavaScript comes from
+vl-convert-python instead of a CDN). :func:`save_png` writes a static image for
+places that run no kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+import altair as alt
+
+from .categories import CATEGORIES, COLORS
+from .ledger import Ledger, Segment
+
+CATEGORY_SCALE = alt.Scale(domain=list(CATEGORIES), range=[COLORS[c] for c in CATEGORIES])
+
+
+def setup_notebook() -> None:
+    """Draw charts offline in Jupyter: Altair's ``jupyter`` renderer with vl-convert's JavaScript."""
+    alt.renderers.enable("jupyter", offline=True)
+
+
+def _readable_segments(segments: list[Segment], wall_s: float, width_px: int) -> list[Segment]:
+    """Merge segments narrower than half a pixel into their predecessor in the same attempt.
+
+    They would be invisible anyway; merging keeps a long run's chart small.
+    The breakdown chart, built from the ledger's buckets, stays exact.
+    """
+    if len(segments) < 2000:
+        return segments
+    min_s = wall_s / width_px / 2
+    out: list[Segment] = []
+    for s in segments:
+        if out and s.duration < min_s and out[-1].attempt == s.attempt and out[-1].end == s.start:
+            p = out[-1]
+            out[-1] = Segment(p.start, s.end, p.category, p.attempt, p.kind, p.step)
+        else:
+            out.append(s)
+    return out
+
+
+def timeline(ledger: Ledger, title: str | None = None, width: int = 680) -> alt.LayerChart:
+    """A Gantt strip per attempt, coloured by category, with each failure marked.
+
+    x is wall time in seconds since the run started.
+    """
+    segs = _readable_segments(ledger.coalesced(), ledger.wall_s, width)
+    rows = [
+        {
+            "start": round(s.start, 4),
+            "end": round(s.end, 4),
+            "seconds": round(s.duration, 4),
+            "category": s.category,
+            "attempt": f"attempt {s.attempt}",
+            "what": s.kind,
+            "step": s.step,
+        }
+        for s in segs
+    ]
+    attempts = sorted({s.attempt for s in segs})
+    order = [f"attempt {a}" for a in attempts]
+    bars = (
+        alt.Chart(alt.InlineData(values=rows))
+        .mark_bar(height={"band": 0.8})
+        .encode(
+            x=alt.X("start:Q", title="wall time (s)", scale=alt.Scale(domain=[0, ledger.wall_s])),
+            x2="end:Q",
+            y=alt.Y("attempt:N", sort=order, title=None),
+            color=alt.Color("category:N", scale=CATEGORY_SCALE, legend=alt.Legend(title="category")),
+            tooltip=["category:N", "what:N", "attempt:N", "step:Q", "start:Q", "seconds:Q"],
+        )
+    )
+    fails = [{"t": round(t, 4), "label": f"failure {i + 1}"} for i, t in enumerate(ledger.failure_times)]
+    rules = (
+        alt.Chart(alt.InlineData(values=fails or [{"t": None, "label": ""}]))
+        .mark_rule(color="#d62728", strokeDash=[4, 3], strokeWidth=1.5)
+        .encode(x="t:Q", tooltip=["label:N", "t:Q"])
+    )
+    chart = alt.layer(bars, rules).properties(
+        width=width,
+        height=max(60, 22 * len(attempts)),
+        title=title or f"timeline: goodput {ledger.goodput:.1%}, {len(ledger.failure_times)} failures",
+    )
+    return chart
+
+
+def breakdown(runs: Mapping[str, Mapping[str, Any]] | Mapping[str, Any], width: int = 680) -> alt.Chart:
+    """Where the wall time went, as stacked shares: one bar per run.
+
+    ``runs`` is one summary (a dict with ``buckets`` and ``wall_s``) or a mapping
+    ``label -> summary`` to compare several side by side.
+    """
+    if "buckets" in runs:
+        runs = {"this run": runs}
+    rows = []
+    for label, s in runs.items():
+        for cat in CATEGORIES:
+            sec = s["buckets"][cat]
+            rows.append(
+                {
+                    "run": label,
+                    "category": cat,
+                    "order": CATEGORIES.index(cat),
+                    "seconds": round(sec, 4),
+                    "share": sec / s["wall_s"] if s["wall_s"] > 0 else 0.0,
+                }
+            )
+    return (
+        alt.Chart(alt.InlineData(values=rows))
+        .mark_bar()
+        .encode(
+            x=alt.X("share:Q", stack="zero", title="share of wall time", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y("run:N", title=None, sort=list(runs)),
+            color=alt.Color("category:N", scale=CATEGORY_SCALE, legend=alt.Legend(title="category")),
+            order=alt.Order("order:Q"),
+            tooltip=["run:N", "category:N", alt.Tooltip("seconds:Q", format=".3f"), alt.Tooltip("share:Q", format=".1%")],
+        )
+        .properties(width=width, height=max(40, 28 * len(runs)), title="where the time went")
+    )
+
+
+def loss_curve(per_step_rows: Iterable[Mapping[str, Any]], width: int = 680) -> alt.Chart:
+    """Training loss by step; rolled-back executions drawn faintly."""
+    rows = [
+        {"step": r["step"], "loss": r["loss"], "attempt": r["attempt"], "kept": "kept" if r["survived"] else "rolled back"}
+        for r in per_step_rows
+        if r["loss"] is not None
+    ]
+    return (
+        alt.Chart(alt.InlineData(values=rows))
+        .mark_circle(size=12)
+        .encode(
+            x=alt.X("step:Q"),
+            y=alt.Y("loss:Q", title="training loss (nats)"),
+            color=alt.Color(
+                "kept:N",
+                scale=alt.Scale(domain=["kept", "rolled back"], range=[COLORS["productive"], COLORS["lost_work"]]),
+                title=None,
+            ),
+            tooltip=["step:Q", "attempt:Q", alt.Tooltip("loss:Q", format=".3f"), "kept:N"],
+        )
+        .properties(width=width, height=180, title="loss")
+    )
+
+
+def save_png(chart: alt.TopLevelMixin, path, scale: float = 2.0) -> None:
+    """Write a static PNG of ``chart`` (rendered offline by vl-convert)."""
+    import vl_convert as vlc
+
+    png = vlc.vegalite_to_png(chart.to_json(), scale=scale)
+    with open(path, "wb") as f:
+        f.write(png)

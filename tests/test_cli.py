@@ -1,0 +1,133 @@
+"""The CLI as a user runs it: real subprocesses, real exit codes."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+
+def run_cli(cli, env, *args, timeout=300):
+    return subprocess.run([*cli, *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+@pytest.mark.parametrize(
+    "args,flag",
+    [
+        (["--ckpt-every", "-5"], "--ckpt-every"),
+        (["--prefetch", "2"], "--prefetch"),  # zero workers with prefetch
+        (["--model", "huge"], "--model"),
+        (["--steps", "0"], "--steps"),
+        (["--steps", "many"], "--steps"),
+        (["--mtbf", "-1"], "--mtbf"),
+        (["--workers", "-2"], "--workers"),
+        (["--io-latency-ms", "-4"], "--io-latency-ms"),
+        (["--device", "tpu"], "--device"),
+        (["--kill-at-steps", "3,x"], "--kill-at-steps"),
+        (["--out", "/proc/goodputlab-cannot-write-here"], "--out"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(cli, cli_env, args, flag, tmp_path):
+    if "--out" not in args:
+        args = [*args, "--out", str(tmp_path / "r")]
+    r = run_cli(cli, cli_env, "run", *args, timeout=60)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert flag in lines[0] and args[args.index(flag) + 1].split(",")[-1] in lines[0]
+    assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_out_under_a_file_is_refused(cli, cli_env, tmp_path):
+    (tmp_path / "file").write_text("x")
+    r = run_cli(cli, cli_env, "run", "--out", str(tmp_path / "file" / "run"), timeout=60)
+    assert r.returncode == 2 and "--out" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_run_prints_a_breakdown_and_writes_the_files(cli, cli_env, tmp_path):
+    out = tmp_path / "r"
+    r = run_cli(cli, cli_env, "run", "--steps", "40", "--ckpt-every", "20", "--out", str(out), "--kill-at-steps", "30")
+    assert r.returncode == 0, r.stderr
+    for cat in ("productive", "data_wait", "checkpoint_save", "checkpoint_restore", "lost_work", "restart", "startup", "other"):
+        assert cat in r.stdout
+    assert "goodput" in r.stdout and "failures 1" in r.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["failures"] == 1 and summary["completed"]
+    assert (out / "events.jsonl").stat().st_size > 0
+    assert "training" in r.stderr  # the progress bar
+
+
+def test_json_output(cli, cli_env, tmp_path):
+    r = run_cli(cli, cli_env, "run", "--steps", "10", "--ckpt-every", "5", "--out", str(tmp_path / "r"), "--json", "--quiet")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["steps_completed"] == 10 and summary["config"]["ckpt_every"] == 5
+    assert r.stderr == ""
+
+
+def test_failure_budget_exit_code(cli, cli_env, tmp_path):
+    r = run_cli(
+        cli, cli_env, "run", "--steps", "60", "--ckpt-every", "20", "--kill-at-steps", "30",
+        "--max-failures", "0", "--out", str(tmp_path / "r"), "--quiet",
+    )
+    assert r.returncode == 3
+    assert "NOT COMPLETED" in r.stdout and "--max-failures 0" in r.stdout
+
+
+def _worker_processes(marker: str) -> list[int]:
+    pids = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                cmd = (p / "cmdline").read_bytes().decode(errors="replace")
+                status = (p / "status").read_text()
+            except OSError:
+                continue
+            if marker in cmd and "State:\tZ" not in status:
+                pids.append(int(p.name))
+    return pids
+
+
+@pytest.mark.skipif(not Path("/proc").exists(), reason="needs /proc to look for orphans")
+def test_ctrl_c_stops_everything_and_leaves_no_orphan(cli, cli_env, tmp_path):
+    out = tmp_path / "interrupted"
+    proc = subprocess.Popen(
+        [*cli, "run", "--steps", "5000", "--workers", "2", "--out", str(out), "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait until the worker trains
+        ev = out / "events.jsonl"
+        if ev.exists() and '"compute"' in ev.read_text():
+            break
+        time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("the worker never started training")
+    assert _worker_processes(str(out))  # the worker and its two loader processes
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "interrupted" in err and "Traceback" not in err
+    time.sleep(0.5)
+    assert _worker_processes(str(out)) == []
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stop_reason"] == "interrupted" and not summary["completed"]
+
+
+@pytest.mark.slow
+def test_the_issue_acceptance_commands(cli, cli_env, tmp_path):
+    """`--mtbf 4` must see failures and still end bit-identical to `--mtbf 0`."""
+    common = ["run", "--steps", "400", "--ckpt-every", "50", "--seed", "1", "--quiet"]
+    r1 = run_cli(cli, cli_env, *common, "--mtbf", "4", "--out", str(tmp_path / "r1"))
+    r0 = run_cli(cli, cli_env, *common, "--mtbf", "0", "--out", str(tmp_path / "r0"))
+    assert r1.returncode == 0 and r0.returncode == 0, r1.stderr + r0.stderr
+    s1 = json.loads((tmp_path / "r1" / "summary.json").read_text())
+    s0 = json.loads((tmp_path / "r0" / "summary.json").read_text())
+    assert s1["failures"] > 0
+    assert abs(sum(s1["buckets"].values()) - s1["wall_s"]) / s1["wall_s"] < 0.01
+    assert s1["final_state_sha256"] == s0["final_state_sha256"]
+    assert s1["final_loss"] < s1["initial_loss"] - 1.0  # the loss falls measurably
