@@ -1,0 +1,505 @@
+"""Monte Carlo simulation of one long training job on N devices that fail at random.
+
+The job's timeline, all times in seconds of wall clock::
+
+    startup | compute tau | save | compute tau | save | ... X failure
+            | restart | restore | compute tau | save | ...       ... | end
+
+- Each device fails as a Poisson process with mean gap ``device_mtbf_s``. A
+  synchronous job stops when any device fails, and the superposition of N
+  independent Poisson processes is one Poisson process with rate
+  ``N / device_mtbf_s``, so we draw job-level failure gaps directly instead of
+  simulating devices one by one.
+- ``interval_s`` is useful compute between checkpoints (Daly's tau, the same
+  meaning as in :mod:`goodputlab.theory`), excluding the save.
+- A failure can strike in any phase. It loses the compute done since the last
+  *durable* checkpoint (booked as ``lost_work``); then the job restarts
+  (``restart_s``, or ``spare_restart_s`` while hot spares last) and loads the
+  checkpoint (``restore_s``, only if a durable checkpoint exists). A failure
+  during restart or restore starts the recovery again.
+- A synchronous save (``save_blocking_s == save_s``) blocks training for
+  ``save_s`` and is durable when it ends. An asynchronous one
+  (``save_blocking_s < save_s``) blocks for ``save_blocking_s`` (taking a
+  snapshot), then persists in the background for ``save_s``; it is durable
+  only then, and the next save waits for it if it is still running.
+
+Because failures are memoryless, the job between two failures (an *up period*)
+is deterministic: given its length we can book every second in closed form.
+So the simulator draws the failure gaps for all trials at once, a chunk of
+failures at a time, and books all up periods of the chunk with array
+arithmetic: vectorised over trials and failures, no Python loop per event.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from goodputlab.categories import (
+    CATEGORIES,
+    CHECKPOINT_RESTORE,
+    CHECKPOINT_SAVE,
+    DATA_WAIT,
+    LOST_WORK,
+    PRODUCTIVE,
+    RESTART,
+    STARTUP,
+)
+from goodputlab.errors import check
+
+# Above this many expected failures per trial the event arrays get large and a
+# run takes minutes; such a job would be all restarts anyway.
+MAX_EXPECTED_FAILURES_PER_TRIAL = 1_000_000
+# Up to this many (trial, failure) cells are processed per chunk (~8 MB per array).
+_CELLS_PER_CHUNK = 1_000_000
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _finite_nonneg(value: object) -> bool:
+    is_number = isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
+    return is_number and math.isfinite(value) and value >= 0
+
+
+def _finite_pos(value: object) -> bool:
+    return _finite_nonneg(value) and value > 0
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """One simulated job. Times in seconds; validated on construction.
+
+    The failure rate comes from exactly one of:
+
+    - ``device_mtbf_s``: each device's mean time between failures (``math.inf``
+      for no failures); the job fails at rate ``devices / device_mtbf_s``.
+    - ``failure_causes``: a table of ``(cause, count)`` observed over
+      ``causes_reference_s`` seconds on ``causes_reference_devices`` devices
+      (e.g. :func:`goodputlab.theory.llama3_cause_table`). The rate per device
+      is ``sum(counts) / (reference devices * reference seconds)``, scaled to
+      ``devices``; each failure's cause is drawn in proportion to the counts.
+
+    Other fields: ``duration_s`` the job's wall-clock length; ``interval_s``
+    useful compute between checkpoints; ``save_s`` the time to persist a
+    checkpoint; ``save_blocking_s`` the part of it that blocks training
+    (``None`` or ``save_s``: a synchronous save, durable when it ends; less:
+    an asynchronous save, durable ``save_s`` after the blocking part ends);
+    ``restore_s`` loading a
+    checkpoint after a restart; ``restart_s`` detection + reschedule + init;
+    ``startup_s`` first launch to first step; ``hot_spares`` how many failures
+    are absorbed by warm standby devices, each costing ``spare_restart_s``
+    instead of ``restart_s``; ``data_stall_fraction`` the share of surviving
+    compute spent waiting for input; ``trials`` independent runs; ``seed``.
+    """
+
+    devices: int
+    duration_s: float
+    interval_s: float
+    device_mtbf_s: float | None = None
+    failure_causes: Sequence[tuple[str, float]] | None = None
+    causes_reference_s: float | None = None
+    causes_reference_devices: int | None = None
+    save_s: float = 0.0
+    save_blocking_s: float | None = None
+    restore_s: float = 0.0
+    restart_s: float = 0.0
+    startup_s: float = 0.0
+    hot_spares: int = 0
+    spare_restart_s: float | None = None
+    data_stall_fraction: float = 0.0
+    trials: int = 1000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check(_is_int(self.devices) and self.devices >= 1, "devices", self.devices, "an integer >= 1")
+        check(_finite_pos(self.duration_s), "duration_s", self.duration_s, "a finite number of seconds > 0")
+        check(_finite_pos(self.interval_s), "interval_s", self.interval_s, "a finite number of seconds > 0")
+        self._check_failure_source()
+        for name in ("save_s", "restore_s", "restart_s", "startup_s"):
+            value = getattr(self, name)
+            check(_finite_nonneg(value), name, value, "a finite number of seconds >= 0")
+        if self.save_blocking_s is not None:
+            check(
+                _finite_nonneg(self.save_blocking_s) and self.save_blocking_s <= self.save_s,
+                "save_blocking_s",
+                self.save_blocking_s,
+                f"a number of seconds >= 0 and <= save_s ({self.save_s})",
+            )
+        check(_is_int(self.hot_spares) and self.hot_spares >= 0, "hot_spares", self.hot_spares, "an integer >= 0")
+        if self.spare_restart_s is None:
+            required = "a number of seconds >= 0 (required when hot_spares > 0)"
+            check(self.hot_spares == 0, "spare_restart_s", None, required)
+        else:
+            value = self.spare_restart_s
+            check(_finite_nonneg(value), "spare_restart_s", value, "a finite number of seconds >= 0")
+        check(
+            isinstance(self.data_stall_fraction, (int, float)) and 0.0 <= self.data_stall_fraction < 1.0,
+            "data_stall_fraction",
+            self.data_stall_fraction,
+            "a share >= 0 and < 1",
+        )
+        check(_is_int(self.trials) and self.trials >= 1, "trials", self.trials, "an integer >= 1")
+        check(_is_int(self.seed) and self.seed >= 0, "seed", self.seed, "an integer >= 0")
+
+    def _check_failure_source(self) -> None:
+        has_mtbf = self.device_mtbf_s is not None
+        has_causes = self.failure_causes is not None
+        check(
+            has_mtbf != has_causes,
+            "device_mtbf_s",
+            self.device_mtbf_s,
+            "give exactly one of device_mtbf_s and failure_causes",
+        )
+        if has_mtbf:
+            value = self.device_mtbf_s
+            check(
+                isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0,
+                "device_mtbf_s",
+                value,
+                "a number of seconds > 0 (math.inf for no failures)",
+            )
+        else:
+            causes = self.failure_causes
+            well_formed = isinstance(causes, (list, tuple)) and len(causes) > 0 and all(
+                isinstance(row, (list, tuple))
+                and len(row) == 2
+                and isinstance(row[0], str)
+                and _finite_nonneg(row[1])
+                for row in causes
+            )
+            check(
+                well_formed and sum(row[1] for row in causes) > 0,
+                "failure_causes",
+                causes,
+                "a non-empty list of (cause, count) pairs with counts >= 0 and a positive total",
+            )
+            check(
+                _finite_pos(self.causes_reference_s),
+                "causes_reference_s",
+                self.causes_reference_s,
+                "a finite number of seconds > 0 (the span the cause counts cover)",
+            )
+            check(
+                _is_int(self.causes_reference_devices) and self.causes_reference_devices >= 1,
+                "causes_reference_devices",
+                self.causes_reference_devices,
+                "an integer >= 1 (the cluster size the cause counts cover)",
+            )
+        expected = self.expected_failures
+        check(
+            expected <= MAX_EXPECTED_FAILURES_PER_TRIAL,
+            "failure_causes" if has_causes else "device_mtbf_s",
+            self.failure_causes if has_causes else self.device_mtbf_s,
+            f"a failure rate giving at most {MAX_EXPECTED_FAILURES_PER_TRIAL:,} expected failures "
+            f"in duration_s (this gives {expected:,.0f})",
+        )
+
+    # -- derived quantities -------------------------------------------------
+
+    @property
+    def failure_rate_per_s(self) -> float:
+        """Job-level failure rate (failures per second of wall time)."""
+        if self.failure_causes is not None:
+            total = float(sum(count for _, count in self.failure_causes))
+            per_device = total / (self.causes_reference_devices * self.causes_reference_s)
+            return self.devices * per_device
+        return self.devices / self.device_mtbf_s
+
+    @property
+    def job_mtbf_s(self) -> float:
+        """Job-level mean time between failures (seconds); ``inf`` when nothing fails."""
+        rate = self.failure_rate_per_s
+        return math.inf if rate == 0 else 1.0 / rate
+
+    @property
+    def expected_failures(self) -> float:
+        """Expected failures in ``duration_s``: rate x duration."""
+        return self.failure_rate_per_s * self.duration_s
+
+    @property
+    def blocking_save_s(self) -> float:
+        """Seconds each save blocks training (``save_blocking_s``, defaulting to ``save_s``)."""
+        return self.save_s if self.save_blocking_s is None else self.save_blocking_s
+
+    @property
+    def is_async(self) -> bool:
+        """True when saves persist in the background after a shorter blocking part."""
+        return self.blocking_save_s < self.save_s
+
+    @property
+    def cause_names(self) -> list[str]:
+        """Names of the causes in the table (empty without one)."""
+        return [] if self.failure_causes is None else [cause for cause, _ in self.failure_causes]
+
+
+@dataclass
+class SimResult:
+    """Outcome of :func:`simulate`: per-trial arrays and their summaries.
+
+    ``goodput``: productive seconds / ``duration_s`` per trial. ``interruptions``:
+    failures per trial. ``buckets_per_trial``: seconds per ledger category
+    per trial (each trial's buckets sum to ``duration_s``). ``cause_counts``:
+    failures per cause per trial (empty without a cause table).
+    """
+
+    config: SimConfig
+    goodput: np.ndarray
+    interruptions: np.ndarray
+    buckets_per_trial: dict[str, np.ndarray]
+    cause_counts: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def goodput_mean(self) -> float:
+        """Mean goodput over trials (a share)."""
+        return float(np.mean(self.goodput))
+
+    @property
+    def goodput_stderr(self) -> float:
+        """Standard error of :attr:`goodput_mean` (sample std / sqrt(trials))."""
+        if len(self.goodput) < 2:
+            return math.nan
+        return float(np.std(self.goodput, ddof=1) / math.sqrt(len(self.goodput)))
+
+    @property
+    def goodput_p5(self) -> float:
+        """5th percentile of goodput over trials (a bad run)."""
+        return float(np.percentile(self.goodput, 5))
+
+    @property
+    def goodput_p95(self) -> float:
+        """95th percentile of goodput over trials (a lucky run)."""
+        return float(np.percentile(self.goodput, 95))
+
+    @property
+    def interruptions_mean(self) -> float:
+        """Mean number of failures per trial."""
+        return float(np.mean(self.interruptions))
+
+    @property
+    def buckets(self) -> dict[str, float]:
+        """Mean seconds per ledger category, in ``CATEGORIES`` order; sums to ``duration_s``."""
+        return {c: float(np.mean(self.buckets_per_trial[c])) for c in CATEGORIES}
+
+    @property
+    def causes_mean(self) -> dict[str, float]:
+        """Mean failures per trial for each cause in the table (empty without one)."""
+        return {cause: float(np.mean(counts)) for cause, counts in self.cause_counts.items()}
+
+    def breakdown_rows(self, run: str = "simulated") -> list[dict]:
+        """Tidy rows for a chart: one per category with ``run``, ``category``,
+        ``seconds``, ``hours`` and ``share`` (of the wall time)."""
+        duration = self.config.duration_s
+        return [
+            {"run": run, "category": c, "seconds": s, "hours": s / 3600.0, "share": s / duration}
+            for c, s in self.buckets.items()
+        ]
+
+    def cause_rows(self) -> list[dict]:
+        """Tidy rows for a chart: one per cause with ``cause``, ``failures_mean`` and ``share``."""
+        means = self.causes_mean
+        total = sum(means.values())
+        return [
+            {"cause": cause, "failures_mean": m, "share": (m / total if total else 0.0)}
+            for cause, m in means.items()
+        ]
+
+    def to_dict(self) -> dict:
+        """Summary as plain Python: ``goodput_mean, goodput_p5, goodput_p95,
+        interruptions_mean, buckets`` (mean seconds per category)."""
+        return {
+            "goodput_mean": self.goodput_mean,
+            "goodput_p5": self.goodput_p5,
+            "goodput_p95": self.goodput_p95,
+            "interruptions_mean": self.interruptions_mean,
+            "buckets": self.buckets,
+        }
+
+    def to_json(self, indent: int | None = None) -> str:
+        """:meth:`to_dict` as a JSON string."""
+        return json.dumps(self.to_dict(), indent=indent)
+
+
+# ---------------------------------------------------------------------------
+# the simulation
+
+
+def _cycle_shape(config: SimConfig) -> tuple[float, float, float]:
+    """Timing of the checkpoint cycle within an up period, in seconds.
+
+    Returns ``(first_cycle, later_cycle, durable_lag)``: the first cycle after
+    (re)start is ``tau + blocking``; later ones add the wait for the previous
+    async persist, ``max(0, save_s - tau)``; a checkpoint is durable
+    ``durable_lag`` seconds after its blocking part ends (0 for sync saves,
+    ``save_s`` for async).
+    """
+    tau, blocking = config.interval_s, config.blocking_save_s
+    if not config.is_async:
+        return tau + blocking, tau + blocking, 0.0
+    wait_for_previous = max(0.0, config.save_s - tau)
+    return tau + blocking, tau + wait_for_previous + blocking, config.save_s
+
+
+def _compute_and_durable(train_s: np.ndarray, config: SimConfig) -> tuple[np.ndarray, np.ndarray]:
+    """For ``train_s`` seconds of training since a (re)start: compute seconds done,
+    and compute seconds covered by durable checkpoints."""
+    tau = config.interval_s
+    first, later, lag = _cycle_shape(config)
+    after_first = np.maximum(train_s - first, 0.0)
+    full_later = np.floor(after_first / later)
+    into_cycle = after_first - full_later * later
+    compute = np.where(
+        train_s < first,
+        np.minimum(train_s, tau),
+        tau + full_later * tau + np.minimum(into_cycle, tau),
+    )
+    durable_count = np.where(
+        train_s < first + lag,
+        0.0,
+        np.floor(np.maximum(train_s - first - lag, 0.0) / later) + 1.0,
+    )
+    return compute, durable_count * tau
+
+
+def _restart_schedule(config: SimConfig) -> Callable[[np.ndarray], np.ndarray]:
+    """Restart cost (seconds) after failure number ``k`` (1-based): ``spare_restart_s``
+    for the first ``hot_spares`` failures (each swaps in one warm spare), then
+    ``restart_s``."""
+    spare = config.restart_s if config.spare_restart_s is None else config.spare_restart_s
+
+    def restart_cost(failure_number: np.ndarray) -> np.ndarray:
+        return np.where(failure_number <= config.hot_spares, spare, config.restart_s)
+
+    return restart_cost
+
+
+def _chunk_columns(config: SimConfig) -> int:
+    """Failures per chunk: enough to finish almost every trial in one chunk,
+    capped so a chunk stays around ``_CELLS_PER_CHUNK`` cells."""
+    expected = config.expected_failures
+    wanted = int(math.ceil(expected + 6.0 * math.sqrt(expected) + 8.0))
+    return max(8, min(wanted, _CELLS_PER_CHUNK // config.trials))
+
+
+def simulate(
+    config: SimConfig,
+    progress: Callable[[float], None] | None = None,
+    tqdm: bool = False,
+) -> SimResult:
+    """Simulate ``config.trials`` runs of the job; returns a :class:`SimResult`.
+
+    Seeded and deterministic: the same config (seed included) gives the same
+    result. ``progress``, if given, is called with the share of simulated wall
+    time done (0 to 1) after each chunk of failures; ``tqdm=True`` shows a
+    ``tqdm.auto`` bar instead or as well. Both are off by default.
+    """
+    rng = np.random.default_rng(config.seed)
+    trials, duration = config.trials, config.duration_s
+    columns = _chunk_columns(config)
+    job_mtbf = config.job_mtbf_s
+    restart_at = _restart_schedule(config)
+    first_cycle, _, durable_lag = _cycle_shape(config)
+    first_durable_at = first_cycle + durable_lag  # training seconds until a period's first durable checkpoint
+    cause_shares = None
+    if config.failure_causes is not None:
+        counts = np.array([count for _, count in config.failure_causes], dtype=float)
+        cause_shares = counts / counts.sum()
+
+    # "other" stays at 0 (no logging or evaluation is modelled); it is kept so
+    # simulated and measured ledgers have the same columns.
+    totals = {c: np.zeros(trials) for c in CATEGORIES}
+    interruptions = np.zeros(trials, dtype=np.int64)
+    cause_counts = np.zeros((trials, len(config.cause_names)), dtype=np.int64)
+
+    active = np.arange(trials)  # trials whose wall clock has not reached duration
+    period_start = np.zeros(trials)  # where each active trial's next up period starts
+    has_checkpoint = np.zeros(trials, dtype=bool)  # a durable checkpoint exists
+    periods_done = 0  # up periods booked so far; the same for every active trial
+
+    bar = None
+    if tqdm:
+        from tqdm.auto import tqdm as tqdm_bar
+
+        bar = tqdm_bar(total=100, unit="%", desc="simulate")
+    reported = 0.0
+
+    while active.size:
+        n = active.size
+        if math.isinf(job_mtbf):
+            gaps = np.full((n, columns), math.inf)
+        else:
+            gaps = rng.standard_exponential((n, columns)) * job_mtbf
+        ends = period_start[active, None] + np.cumsum(gaps, axis=1)
+        # Each period starts where the previous one ended, so the lengths
+        # telescope exactly to the wall time (ledger closure).
+        starts = np.concatenate([period_start[active, None], ends[:, :-1]], axis=1)
+        failed = ends < duration
+        length = np.maximum(np.minimum(ends, duration) - starts, 0.0)
+
+        index = periods_done + np.arange(columns)  # period 0 starts with startup, the rest with a restart
+        is_first = index == 0
+        restart_cost = np.where(is_first, 0.0, restart_at(index))
+        startup_cost = np.where(is_first, config.startup_s, 0.0)
+
+        # Restore only once a durable checkpoint exists. Until the first one,
+        # recovery is restart only, so whether a period reaches its first
+        # durable checkpoint can be read off before restores are known.
+        train_without_restore = np.maximum(length - restart_cost - startup_cost, 0.0)
+        makes_checkpoint = train_without_restore >= first_durable_at
+        ever = np.logical_or.accumulate(makes_checkpoint, axis=1)
+        checkpoint_before = np.concatenate([np.zeros((n, 1), dtype=bool), ever[:, :-1]], axis=1)
+        checkpoint_before |= has_checkpoint[active, None]
+        restore_cost = np.where(checkpoint_before & ~is_first, config.restore_s, 0.0)
+
+        startup = np.minimum(length, startup_cost)
+        restart = np.minimum(length, restart_cost)
+        restore = np.clip(length - restart_cost, 0.0, restore_cost)
+        train = np.maximum(length - startup_cost - restart_cost - restore_cost, 0.0)
+        compute, durable = _compute_and_durable(train, config)
+        # A failure rolls back to the last durable checkpoint; at the job's end
+        # nothing is rolled back, so all compute counts.
+        kept = np.where(failed, durable, compute)
+
+        rows = active  # the trials this chunk's rows belong to
+        totals[STARTUP][rows] += startup.sum(axis=1)
+        totals[RESTART][rows] += restart.sum(axis=1)
+        totals[CHECKPOINT_RESTORE][rows] += restore.sum(axis=1)
+        totals[CHECKPOINT_SAVE][rows] += (train - compute).sum(axis=1)
+        totals[LOST_WORK][rows] += (compute - kept).sum(axis=1)
+        kept_sum = kept.sum(axis=1)
+        totals[DATA_WAIT][rows] += config.data_stall_fraction * kept_sum
+        totals[PRODUCTIVE][rows] += (1.0 - config.data_stall_fraction) * kept_sum
+        interruptions[rows] += failed.sum(axis=1)
+
+        if cause_shares is not None:
+            causes = rng.choice(len(cause_shares), size=(n, columns), p=cause_shares)
+            flat = (np.arange(n)[:, None] * len(cause_shares) + causes)[failed]
+            cause_counts[rows] += np.bincount(flat, minlength=n * len(cause_shares)).reshape(n, -1)
+
+        has_checkpoint[active] |= ever[:, -1]
+        period_start[active] = ends[:, -1]
+        periods_done += columns
+        active = active[ends[:, -1] < duration]
+
+        if progress is not None or bar is not None:
+            done = float(np.mean(np.minimum(period_start, duration)) / duration)
+            if progress is not None:
+                progress(done)
+            if bar is not None:
+                bar.update(100.0 * (done - reported))
+            reported = done
+    if bar is not None:
+        bar.close()
+
+    return SimResult(
+        config=config,
+        goodput=totals[PRODUCTIVE] / duration,
+        interruptions=interruptions,
+        buckets_per_trial=totals,
+        cause_counts={name: cause_counts[:, k] for k, name in enumerate(config.cause_names)},
+    )
