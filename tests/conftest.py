@@ -50,3 +50,44 @@ def cli():
     """The ``goodputlab`` command as a user runs it (the installed entry point when there is one)."""
     exe = Path(sys.executable).parent / "goodputlab"
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "goodputlab.cli"]
+
+
+# --- notebooks --------------------------------------------------------------------------------
+NOTEBOOKS = sorted(
+    str(p.relative_to(ROOT))
+    for folder in ("book", "labs")
+    for p in (ROOT / folder).rglob("*.ipynb")
+    if ".ipynb_checkpoints" not in p.parts
+)
+
+
+@pytest.fixture(scope="session")
+def executed_notebook(tmp_path_factory):
+    """Execute a notebook (path relative to the repo) once per session with papermill in SMOKE mode.
+
+    Returns ``(notebook, metrics, seconds)``; ``metrics`` is what its cells passed to
+    ``goodputlab.notebook.record_metrics``.
+    """
+    import time
+
+    import nbformat
+    import papermill as pm
+
+    from goodputlab.notebook import read_metrics
+
+    cache = {}
+
+    def execute(rel: str):
+        if rel not in cache:
+            src = ROOT / rel
+            out = tmp_path_factory.mktemp("notebooks") / src.name
+            t = time.monotonic()
+            pm.execute_notebook(
+                str(src), str(out), parameters={"SMOKE": True}, cwd=str(src.parent),
+                kernel_name="python3", progress_bar=False,
+            )
+            nb = nbformat.read(out, as_version=4)
+            cache[rel] = (nb, read_metrics(nb), time.monotonic() - t)
+        return cache[rel]
+
+    return execute

@@ -1,10 +1,4 @@
-"""Altair charts of runs: a timeline per attempt and the time breakdown.
-
-Charts are plain ``alt.Chart`` objects. In a notebook call :func:`setup_notebook`
-once: it makes Altair draw offline (the Vega JavaScript comes from
-vl-convert-python instead of a CDN). :func:`save_png` writes a static image for
-places that run no kernel.
-"""
+"""Charts of measured runs: a timeline per attempt, the time breakdown, the loss."""
 
 from __future__ import annotations
 
@@ -12,15 +6,9 @@ from typing import Any, Iterable, Mapping
 
 import altair as alt
 
-from .categories import CATEGORIES, COLORS
-from .ledger import Ledger, Segment
-
-CATEGORY_SCALE = alt.Scale(domain=list(CATEGORIES), range=[COLORS[c] for c in CATEGORIES])
-
-
-def setup_notebook() -> None:
-    """Draw charts offline in Jupyter: Altair's ``jupyter`` renderer with vl-convert's JavaScript."""
-    alt.renderers.enable("jupyter", offline=True)
+from ..categories import CATEGORIES, COLORS
+from ..ledger import Ledger, Segment
+from . import CATEGORY_SCALE
 
 
 def _readable_segments(segments: list[Segment], wall_s: float, width_px: int) -> list[Segment]:
@@ -144,12 +132,3 @@ def loss_curve(per_step_rows: Iterable[Mapping[str, Any]], width: int = 680) -> 
         )
         .properties(width=width, height=180, title="loss")
     )
-
-
-def save_png(chart: alt.TopLevelMixin, path, scale: float = 2.0) -> None:
-    """Write a static PNG of ``chart`` (rendered offline by vl-convert)."""
-    import vl_convert as vlc
-
-    png = vlc.vegalite_to_png(chart.to_json(), scale=scale)
-    with open(path, "wb") as f:
-        f.write(png)

@@ -1,0 +1,144 @@
+"""Chapter 1's panel: sliders for checkpoint interval, pipeline depth and failure rate,
+a Run button that runs a short real experiment, and charts that redraw."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import ipywidgets as W
+
+from .. import charts
+from ..api import RunResult, run
+from ..config import RunConfig
+from ..errors import ConfigError
+from ..supervisor import Progress
+from . import big_number, chart_widget, set_big_number
+
+_EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=680, height=60)
+
+
+class RunPanel:
+    """Controls + live charts for one experiment at a time; earlier runs stay in the comparison.
+
+    ``steps`` and the other keyword settings (any :class:`RunConfig` field) are
+    fixed for every run of the panel; the sliders set the rest.
+    """
+
+    history_size = 6
+
+    def __init__(self, steps: int = 200, out_root: str | Path | None = None, **fixed: Any):
+        self.fixed = {"steps": steps, **fixed}
+        RunConfig(**self.fixed)  # fail now on a bad fixed setting, not at the first click
+        self.out_root = Path(out_root) if out_root else Path(tempfile.mkdtemp(prefix="goodputlab-panel-"))
+        style = {"description_width": "170px"}
+        layout = W.Layout(width="420px")
+        self.ckpt_every = W.IntSlider(
+            value=25, min=0, max=max(10, steps), step=5, description="checkpoint every (steps)", style=style, layout=layout
+        )
+        self.mtbf = W.FloatSlider(
+            value=3.0, min=0.0, max=20.0, step=0.5, description="MTBF (s, 0 = none)", style=style, layout=layout
+        )
+        self.workers = W.IntSlider(value=0, min=0, max=4, description="loader workers", style=style, layout=layout)
+        self.prefetch = W.IntSlider(
+            value=2, min=1, max=8, description="prefetch per worker", style=style, layout=layout, disabled=True
+        )
+        self.io_latency_ms = W.FloatSlider(
+            value=10.0, min=0.0, max=60.0, step=1.0, description="storage latency (ms)", style=style, layout=layout
+        )
+        self.button = W.Button(description="Run", button_style="primary", icon="play")
+        self.progress = W.IntProgress(value=0, min=0, max=steps, description="steps")
+        self.status = W.Label(value="")
+        self.headline = big_number("goodput")
+        self.timeline = chart_widget(_EMPTY)
+        self.breakdown = chart_widget(_EMPTY)
+        self.history: list[tuple[str, dict]] = []
+        self.result: RunResult | None = None
+        self.workers.observe(self._on_workers, names="value")
+        self.button.on_click(lambda _: self.run_once())
+        self.widget = W.VBox(
+            [
+                W.HBox([W.VBox([self.ckpt_every, self.mtbf]), W.VBox([self.workers, self.prefetch, self.io_latency_ms])]),
+                W.HBox([self.button, self.progress, self.status]),
+                self.headline,
+                self.timeline,
+                self.breakdown,
+            ]
+        )
+
+    # --- what the controls mean ---------------------------------------------------------
+    def _on_workers(self, change) -> None:
+        self.prefetch.disabled = change["new"] == 0  # prefetch needs worker processes
+
+    def config(self) -> RunConfig:
+        """The experiment the controls describe (raises ConfigError on a bad combination)."""
+        workers = self.workers.value
+        return RunConfig(
+            **{
+                **self.fixed,
+                "ckpt_every": self.ckpt_every.value,
+                "mtbf": self.mtbf.value,
+                "workers": workers,
+                "prefetch": self.prefetch.value if workers > 0 else None,
+                "io_latency_ms": self.io_latency_ms.value,
+            }
+        )
+
+    def label(self, config: RunConfig) -> str:
+        mtbf = f"MTBF {config.mtbf:g}s" if config.mtbf > 0 else "no failures"
+        return f"#{len(self.history) + 1}: ckpt {config.ckpt_every}, {mtbf}, depth {config.pipeline_depth}"
+
+    # --- running ----------------------------------------------------------------------------
+    def run_once(self) -> RunResult | None:
+        """Run the experiment the controls describe and redraw; returns its result (None on bad input)."""
+        try:
+            config = self.config()
+        except ConfigError as e:
+            self.status.value = f"not run: {e}"
+            return None
+        self.button.disabled = True
+        self.progress.value = 0
+        self.status.value = "starting..."
+        out = self.out_root / f"run-{len(self.history) + 1:03d}"
+        try:
+            result = run(config, out=out, progress=self._on_progress)
+        finally:
+            self.button.disabled = False
+        self.result = result
+        self.history.append((self.label(config), result.summary))
+        self._forget_old_runs()
+        self.redraw()
+        return result
+
+    def _on_progress(self, p: Progress) -> None:
+        self.progress.value = p.steps_done
+        self.status.value = f"attempt {p.attempt}, failures {p.failures}: {p.phase}"
+
+    def _forget_old_runs(self) -> None:
+        keep = len(self.history) - self.history_size
+        for i in range(1, keep + 1):
+            shutil.rmtree(self.out_root / f"run-{i:03d}", ignore_errors=True)
+        self.history = self.history[-self.history_size :]
+
+    def redraw(self) -> None:
+        """Headline, timeline and the comparison of recent runs, from ``self.result``."""
+        if self.result is None:
+            return
+        s = self.result.summary
+        set_big_number(
+            self.headline,
+            "goodput",
+            f"{s['goodput']:.1%}",
+            f"wall {s['wall_s']:.1f} s, {s['failures']} failures, {s['checkpoints']} checkpoints",
+        )
+        self.timeline.chart = self.result.timeline_chart()
+        self.breakdown.chart = charts.breakdown(dict(self.history))
+        self.status.value = "done" if s["completed"] else f"stopped: {s['stop_reason']}"
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)
