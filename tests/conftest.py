@@ -91,3 +91,22 @@ def executed_notebook(tmp_path_factory):
         return cache[rel]
 
     return execute
+
+
+def chart_rows(chart) -> list[dict]:
+    """The data rows of an Altair chart (inline, or consolidated into top-level datasets)."""
+    spec = chart.to_dict()
+    rows = []
+
+    def collect(node):
+        data = node.get("data")
+        if isinstance(data, dict):
+            if "values" in data:
+                rows.extend(data["values"])
+            elif "name" in data and data["name"] in spec.get("datasets", {}):
+                rows.extend(spec["datasets"][data["name"]])
+        for layer in node.get("layer", []) + node.get("hconcat", []) + node.get("vconcat", []):
+            collect(layer)
+
+    collect(spec)
+    return rows

@@ -1,0 +1,84 @@
+"""What does the ledger cost? The same training loop with and without its event log.
+
+    python benchmarks/ledger_overhead.py [--steps 400] [--rounds 3] [--model tiny]
+
+Runs ``goodputlab.worker.train`` in this process, alternating a bare loop (events go to a
+``NullWriter``) and the instrumented loop (every phase change written to a JSON-lines file,
+as in a real run), ``--rounds`` times each, and prints the per-step time of both, the
+overhead ratio, and the cost of one event write measured on its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from goodputlab.config import RunConfig  # noqa: E402
+from goodputlab.events import EventWriter, NullWriter, read_events  # noqa: E402
+from goodputlab.worker import train  # noqa: E402
+
+
+def timed_train(config: RunConfig, work: Path, events) -> float:
+    """Seconds to train ``config`` from scratch in a fresh directory that shares the generated data."""
+    run_dir = Path(tempfile.mkdtemp(dir=work))
+    if (work / "data").exists():
+        shutil.copytree(work / "data", run_dir / "data")
+    t = time.perf_counter()
+    train(config, run_dir, events)
+    elapsed = time.perf_counter() - t
+    shutil.rmtree(run_dir)
+    return elapsed
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=400)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--model", default="tiny")
+    args = p.parse_args(argv)
+
+    import torch
+
+    config = RunConfig(steps=args.steps, ckpt_every=0, model=args.model, seed=0)
+    work = Path(tempfile.mkdtemp(prefix="ledger-overhead-"))
+    train(config.replace(steps=5), work, NullWriter())  # warm up: data file, allocator, kernels
+    bare, instrumented = [], []
+    events_per_run = 0
+    for r in range(args.rounds):
+        bare.append(timed_train(config, work, NullWriter()))
+        log = work / f"events-{r}.jsonl"  # the instrumented loop writes its log like a real worker
+        with EventWriter(log, time.monotonic(), attempt=0) as ev:
+            instrumented.append(timed_train(config, work, ev))
+        events_per_run = len(read_events(log))
+
+    # one event write on its own
+    with EventWriter(work / "micro.jsonl", time.monotonic(), attempt=0) as ev:
+        n = 20000
+        t = time.perf_counter()
+        for i in range(n):
+            ev.emit("compute", step=i)
+        per_event_us = (time.perf_counter() - t) / n * 1e6
+
+    b = statistics.median(bare) / args.steps * 1e3
+    i = statistics.median(instrumented) / args.steps * 1e3
+    print(f"model {args.model}, {args.steps} steps x {args.rounds} rounds, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads, device cpu")
+    print(f"{'loop':<14}{'ms/step (median)':>18}{'all rounds (ms/step)':>40}")
+    print(f"{'bare':<14}{b:>18.3f}{'  '.join(f'{x / args.steps * 1e3:.3f}' for x in bare):>40}")
+    print(f"{'instrumented':<14}{i:>18.3f}{'  '.join(f'{x / args.steps * 1e3:.3f}' for x in instrumented):>40}")
+    print(f"per-step overhead ratio (instrumented / bare): {i / b:.4f}  ({(i / b - 1) * 100:+.2f}%)")
+    per_step_events = events_per_run / args.steps
+    print(f"one event write: {per_event_us:.2f} us; {per_step_events:.1f} events per step "
+          f"=> {per_event_us * per_step_events / 1e3 / b * 100:.3f}% of a bare step")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

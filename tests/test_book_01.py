@@ -1,0 +1,29 @@
+"""Chapter 1 runs real experiments and reports what it claims."""
+
+import pytest
+
+pytestmark = pytest.mark.notebooks
+
+CHAPTER = "book/01_what_is_goodput.ipynb"
+
+
+def test_chapter_1_figures(executed_notebook):
+    _, m, _ = executed_notebook(CHAPTER)
+    assert m["failures"] >= 1  # the known kill, plus any random ones
+    assert m["bit_exact"] is True
+    assert m["buckets_sum"] == pytest.approx(m["wall_s"], rel=0.01)
+    assert 0 < m["goodput"] < 1
+    assert m["final_loss"] < m["initial_loss"] - 1.0
+    assert m["panel_runs"] == 1 and 0 < m["panel_goodput"] < 1
+
+
+def test_chapter_1_draws_its_charts(executed_notebook):
+    nb, _, _ = executed_notebook(CHAPTER)
+    widget_outputs = [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+    ]
+    assert len(widget_outputs) >= 5  # progress bar, timeline, breakdown, loss, comparison, panel

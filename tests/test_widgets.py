@@ -1,0 +1,60 @@
+"""Chapter 1's panel: the sliders set the experiment; Run runs it and redraws the charts."""
+
+import json
+
+import pytest
+
+from goodputlab.widgets import RunPanel
+
+from conftest import chart_rows
+
+
+@pytest.fixture(scope="module")
+def panel(tmp_path_factory):
+    return RunPanel(steps=30, out_root=tmp_path_factory.mktemp("panel"), seed=3, restart_delay=0.1)
+
+
+def test_sliders_describe_the_experiment(panel):
+    panel.ckpt_every.value = 10
+    panel.mtbf.value = 0.0
+    panel.workers.value = 2
+    panel.prefetch.value = 3
+    panel.io_latency_ms.value = 5.0
+    c = panel.config()
+    assert (c.ckpt_every, c.mtbf, c.workers, c.prefetch, c.io_latency_ms, c.steps, c.seed) == (10, 0.0, 2, 3, 5.0, 30, 3)
+    assert c.pipeline_depth == 6
+
+
+def test_prefetch_is_disabled_without_workers(panel):
+    panel.workers.value = 0
+    assert panel.prefetch.disabled
+    assert panel.config().prefetch is None  # not a ConfigError: the slider is ignored
+    panel.workers.value = 1
+    assert not panel.prefetch.disabled
+
+
+def test_run_redraws_charts_and_keeps_history(panel):
+    panel.workers.value = 0
+    panel.ckpt_every.value = 10
+    panel.mtbf.value = 0.0
+    first = panel.run_once()
+    assert first.summary["completed"] and first.config.ckpt_every == 10
+    assert panel.progress.value == 30
+    assert f"{first.goodput:.1%}" in panel.headline.value
+    spec = panel.timeline.chart.to_dict()
+    assert f"goodput {first.goodput:.1%}" in json.dumps(spec["title"])
+
+    panel.ckpt_every.value = 5
+    panel.button.click()  # the real button path
+    assert len(panel.history) == 2
+    assert panel.result.config.ckpt_every == 5
+    assert panel.result.summary["checkpoints"] == 6  # 5, 10, ..., 30
+    runs = {row["run"] for row in chart_rows(panel.breakdown.chart)}
+    assert len(runs) == 2 and any("ckpt 5" in r for r in runs)
+
+
+def test_bad_fixed_setting_fails_at_construction(tmp_path):
+    from goodputlab.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        RunPanel(steps=0, out_root=tmp_path)
