@@ -11,7 +11,10 @@ BIN := $(VENV)/bin
 TORCH ?= auto
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 CHAPTER ?= book/01_what_is_goodput.ipynb
+LAB_ARGS ?=
 PYTEST_ARGS ?=
+# JupyterLab refuses to run as root unless told; containers and CI often are root
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 ifeq ($(TORCH),auto)
   TORCH_BUILD := $(shell nvidia-smi -L >/dev/null 2>&1 && echo cuda || echo cpu)
@@ -50,7 +53,7 @@ $(STAMP): pyproject.toml constraints/cpu.txt | $(BIN)/python
 install: $(STAMP)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab $(CHAPTER)
+	$(BIN)/jupyter lab $(ALLOW_ROOT) $(LAB_ARGS) $(CHAPTER)
 
 # Everything: unit and end-to-end tests, every notebook under papermill, nbval on the committed notebooks.
 test: $(STAMP)

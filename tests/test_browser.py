@@ -1,0 +1,131 @@
+"""End to end in a real browser: `make lab` opens chapter 1, every cell runs, the charts draw
+offline, and the panel's slider and Run button drive a new real experiment.
+
+Needs Chromium (Debian's `chromium`; `.ci/run` installs it). Without it the test is skipped,
+unless GOODPUTLAB_REQUIRE_BROWSER=1 (set by CI), where a missing browser is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.notebooks
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+TOKEN = "goodputlab-test-token"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    if CHROMIUM is None:
+        if os.environ.get("GOODPUTLAB_REQUIRE_BROWSER") == "1":
+            pytest.fail("GOODPUTLAB_REQUIRE_BROWSER=1 but no chromium on PATH")
+        pytest.skip("no chromium on PATH (apt-get install chromium)")
+    book = tmp_path_factory.mktemp("lab") / "book"
+    shutil.copytree(ROOT / "book", book)  # a copy: the browser's autosave must not touch the repo
+    port = _free_port()
+    env = {**os.environ, "GOODPUTLAB_SMOKE": "1", "JUPYTER_CONFIG_DIR": str(book.parent / "jupyter-config")}
+    lab_args = (
+        f"--no-browser --port={port} --ServerApp.ip=127.0.0.1 --ServerApp.token={TOKEN} "
+        f"--LabApp.expose_app_in_browser=True --ServerApp.root_dir={book}"
+    )
+    proc = subprocess.Popen(
+        ["make", "--no-print-directory", "-C", str(ROOT), "lab", f"CHAPTER={book / '01_what_is_goodput.ipynb'}", f"LAB_ARGS={lab_args}"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/api/status?token={TOKEN}", timeout=2)
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                out = proc.stdout.read().decode(errors="replace") if proc.poll() is not None else ""
+                os.killpg(proc.pid, 9)
+                pytest.fail(f"JupyterLab did not start:\n{out[-3000:]}")
+            time.sleep(0.5)
+    yield url
+    os.killpg(proc.pid, 15)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+
+
+KERNEL = "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
+
+RUN_IN_KERNEL = f"""async (code) => {{
+  const future = {KERNEL}.requestExecute({{code}});
+  let out = "";
+  future.onIOPub = (msg) => {{ if (msg.header.msg_type === "stream") out += msg.content.text; }};
+  await future.done;
+  return out;
+}}"""
+
+
+def test_chapter_1_in_jupyterlab(lab, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"],
+        )
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{lab}/lab/tree/01_what_is_goodput.ipynb?token={TOKEN}")
+        page.wait_for_function(
+            f"() => {{ try {{ return {KERNEL}.status === 'idle'; }} catch (e) {{ return false; }} }}",
+            timeout=180_000,
+        )
+        page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        page.wait_for_selector("text=GOODPUTLAB_METRICS", timeout=600_000)
+
+        # every chart drew offline: vega-embed put a canvas or an svg in each
+        page.wait_for_function("document.querySelectorAll('.vega-embed canvas, .vega-embed svg').length >= 5", timeout=60_000)
+        body = page.inner_text("body")
+        assert "has not been properly enabled" not in body
+        assert "identical final model: True" in body
+        page.screenshot(path=str(tmp_path / "chapter1.png"), full_page=True)
+
+        # drive the panel like a reader: type a new checkpoint interval, press Run
+        readout = page.locator(".widget-hslider", has_text="checkpoint every").locator(".widget-readout")
+        readout.click()
+        page.keyboard.press("Control+A")
+        page.keyboard.type("10")
+        page.keyboard.press("Enter")
+        page.locator("button.widget-button", has_text="Run").click()
+        # the kernel runs the click's experiment first, then this request
+        out = page.evaluate(RUN_IN_KERNEL, "print(len(panel.history), panel.result.config.ckpt_every, panel.status.value)")
+        runs, ckpt_every, status = out.split(maxsplit=2)
+        assert (int(runs), int(ckpt_every), status.strip()) == (2, 10, "done")
+        page.wait_for_function(
+            "[...document.querySelectorAll('.widget-html')].some(e => e.innerText.includes('goodput'))", timeout=30_000
+        )
+        page.screenshot(path=str(tmp_path / "chapter1-after-run.png"), full_page=False)
+        browser.close()
+        shots = os.environ.get("GOODPUTLAB_SCREENSHOTS")
+        if shots:
+            Path(shots).mkdir(parents=True, exist_ok=True)
+            for f in tmp_path.glob("*.png"):
+                shutil.copy(f, Path(shots) / f.name)
+    assert not [e for e in errors if "vega" in e.lower() or "altair" in e.lower()], errors
