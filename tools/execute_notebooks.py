@@ -20,8 +20,15 @@ from nbclient import NotebookClient
 def execute(path: Path) -> float:
     nb = nbformat.read(path, as_version=4)
     t = time.monotonic()
-    NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(
+        nb,
+        timeout=900,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+        store_widget_state=False,  # the offline chart widgets carry ~1 MB of JavaScript each
+    ).execute()
     elapsed = time.monotonic() - t
+    nb.metadata.pop("widgets", None)
     for cell in nb.cells:  # execution metadata changes on every run; keep diffs small
         cell.get("metadata", {}).pop("execution", None)
     nbformat.write(nb, path)
