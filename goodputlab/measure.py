@@ -86,6 +86,30 @@ def measure_timings(events: Iterable[dict]) -> RunTimings:
     )
 
 
+def _launch_by_attempt(events: list[dict], draws: list[float], mean_launch_s: float) -> list[float]:
+    """Each attempt's own launch time (seconds), for a replay of its failure draws.
+
+    An attempt that trained, or was killed while restoring, has its launch
+    measured (spawn, init, warm-up). One killed while launching ran at least
+    until its kill: the mean launch, or just past its draw if the mean is shorter.
+    """
+    ledger = build_ledger(events)
+    killed_at = set(ledger.failure_times)
+    launch: dict[int, float] = defaultdict(float)
+    launch_done: set[int] = set()
+    for seg in ledger.segments:
+        if seg.kind in (E.SUP_SPAWN, E.W_INIT, E.W_WARMUP):
+            launch[seg.attempt] += seg.duration
+        if seg.kind in (E.W_RESTORE, E.W_COMPUTE, E.W_DATA_WAIT) or (
+            seg.kind == E.W_WARMUP and seg.end not in killed_at
+        ):
+            launch_done.add(seg.attempt)
+    return [
+        launch[a] if a in launch_done else max(mean_launch_s, draw + 1e-6)
+        for a, draw in enumerate(draws)
+    ]
+
+
 def failure_draws(events: Iterable[dict], config: RunConfig) -> list[float]:
     """The failure times the supervisor drew for this run, one per attempt, in seconds from launch.
 
@@ -134,7 +158,9 @@ def predict_measured(events: Iterable[dict], config: RunConfig | dict[str, Any],
     as in ``summary["config"]``). By default the expectation over failure
     times (:func:`goodputlab.theory.predict_run`); with ``replay`` the model
     walked through the failure times this run drew (:func:`failure_draws`,
-    :func:`goodputlab.theory.replay_run`).
+    :func:`goodputlab.theory.replay_run`), each attempt with its own launch
+    time (a busy machine makes them vary, and whether a failure hits the
+    launch or the training hangs on it).
     """
     events = list(events)
     if isinstance(config, dict):
@@ -143,7 +169,9 @@ def predict_measured(events: Iterable[dict], config: RunConfig | dict[str, Any],
         raise ConfigError("ckpt_every_s", config.ckpt_every_s, "None: the model knows intervals in steps only")
     timings = measure_timings(events)
     if replay:
-        return replay_run(timings, config.steps, config.ckpt_every, failure_draws(events, config))
+        draws = failure_draws(events, config)
+        launches = _launch_by_attempt(events, draws, timings.launch_s)
+        return replay_run(timings, config.steps, config.ckpt_every, draws, launches)
     mtbf = config.mtbf if config.mtbf > 0 else float("inf")
     return predict_run(timings, config.steps, config.ckpt_every, mtbf)
 

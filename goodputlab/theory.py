@@ -627,17 +627,24 @@ def optimal_ckpt_every(timings: RunTimings, steps: int, mtbf_s: float) -> int:
 
 
 def replay_run(
-    timings: RunTimings, steps: int, ckpt_every: int, times_to_failure: Sequence[float]
+    timings: RunTimings,
+    steps: int,
+    ckpt_every: int,
+    times_to_failure: Sequence[float],
+    launch_s_by_attempt: Sequence[float] | None = None,
 ) -> RunPrediction:
     """The lab model's timeline for given failure times: wall time, goodput, breakdown.
 
     ``times_to_failure[i]`` is how long attempt ``i`` would run before its
     failure, counted from its launch (the supervisor draws one per attempt);
-    when the list runs out, no more failures. Deterministic: the same model as
-    :func:`predict_run` (same phases, same booking), walked attempt by attempt
-    instead of averaged. Used to compare a measured run with the model under
-    the very failure times the run saw, which removes the randomness of the
-    failures from the comparison.
+    when the list runs out, no more failures. ``launch_s_by_attempt[i]``, if
+    given, replaces ``timings.launch_s`` for attempt ``i`` (on a busy machine
+    one launch can take twice as long as another, which decides whether a
+    failure strikes during the launch or during training). Deterministic: the
+    same model as :func:`predict_run` (same phases, same booking), walked
+    attempt by attempt instead of averaged. Used to compare a measured run
+    with the model under the very failure times the run saw, which removes
+    the randomness of the failures from the comparison.
     """
     _check_lab_plan(steps, ckpt_every, math.inf)
     from goodputlab.categories import (
@@ -672,19 +679,23 @@ def replay_run(
         ttf = next(draws, math.inf)
         check(ttf >= 0 and not math.isnan(ttf), "times_to_failure", ttf, "seconds >= 0")
         launch_category = STARTUP if attempt == 0 else RESTART
+        launch = tm.launch_s
+        if launch_s_by_attempt is not None and attempt < len(launch_s_by_attempt):
+            launch = launch_s_by_attempt[attempt]
+            check(launch >= 0 and math.isfinite(launch), "launch_s_by_attempt", launch, "seconds >= 0")
         restore = tm.restore_s if committed > 0 else 0.0
-        if ttf < tm.launch_s + restore:  # killed while launching or restoring
-            buckets[launch_category] += min(ttf, tm.launch_s)
-            buckets[CHECKPOINT_RESTORE] += max(0.0, ttf - tm.launch_s)
+        if ttf < launch + restore:  # killed while launching or restoring
+            buckets[launch_category] += min(ttf, launch)
+            buckets[CHECKPOINT_RESTORE] += max(0.0, ttf - launch)
             buckets[RESTART] += tm.relaunch_delay_s
             wall += ttf + tm.relaunch_delay_s
             failures += 1
             attempt += 1
             continue
-        buckets[launch_category] += tm.launch_s
+        buckets[launch_category] += launch
         buckets[CHECKPOINT_RESTORE] += restore
-        wall += tm.launch_s + restore
-        left = ttf - tm.launch_s - restore  # training seconds before the kill
+        wall += launch + restore
+        left = ttf - launch - restore  # training seconds before the kill
 
         # whole segments that are not the last one, in one go
         last_start = ((steps - 1) // k) * k  # first step of the last segment
@@ -842,6 +853,52 @@ def llama3_cause_table(include_planned: bool = True) -> list[tuple[str, int]]:
     rows = [(cause, count) for cause, _, count in _LLAMA3_TABLE5]
     if include_planned:
         rows.append(("Planned maintenance", LLAMA3_PLANNED_INTERRUPTIONS))
+    return rows
+
+
+def llama3_mtbf_s() -> float:
+    """Llama 3's job-level MTBF in seconds: 54 days over 466 interruptions, about 2.78 hours."""
+    return LLAMA3_DURATION_S / LLAMA3_INTERRUPTIONS
+
+
+def _compact_duration(seconds: float) -> str:
+    """``"2 h"``, ``"30 min"``, ``"45 s"``: a round duration in its largest whole unit."""
+    for unit, name in ((3600.0, "h"), (60.0, "min")):
+        if seconds >= unit and (seconds / unit) == round(seconds / unit, 1):
+            return f"{seconds / unit:g} {name}"
+    return f"{seconds:g} s"
+
+
+def llama3_cost_grid(
+    intervals_s: Sequence[float],
+    restarts_s: Sequence[float],
+    save_s: float,
+    mtbf_s: float | None = None,
+) -> list[dict]:
+    """Daly's goodput at Llama 3's interruption rate for each (checkpoint interval, restart time).
+
+    Which checkpoint and restart costs give the reported "effective training
+    time above 90%"? ``intervals_s`` and ``restarts_s`` are in seconds,
+    ``save_s`` the blocking part of a save (seconds); ``mtbf_s`` defaults to
+    :func:`llama3_mtbf_s` (all 466 interruptions counted as failures). One row
+    per pair: ``interval_s, restart_s, goodput``, and ``x_label``, ``y_label``,
+    ``x_title``, ``y_title`` for :func:`goodputlab.charts.theory.goodput_grid_chart`.
+    """
+    mtbf = llama3_mtbf_s() if mtbf_s is None else mtbf_s
+    rows = []
+    for restart in restarts_s:
+        for interval in intervals_s:
+            rows.append(
+                {
+                    "interval_s": float(interval),
+                    "restart_s": float(restart),
+                    "goodput": daly_goodput(interval, save_s, restart, mtbf),
+                    "x_label": _compact_duration(interval),
+                    "y_label": _compact_duration(restart),
+                    "x_title": "checkpoint interval",
+                    "y_title": "restart (detect, reschedule, reload)",
+                }
+            )
     return rows
 
 
