@@ -129,7 +129,7 @@ def goodput_curve(
         )
         .add_params(pick)
     )
-    optima = optima_rows(save_s, mtbf_s) or [{"name": "Young", "x": None, "label": ""}]
+    optima = optima_rows(save_s, mtbf_s)
     rules = (
         alt.Chart(alt.InlineData(values=optima))
         .mark_rule(strokeDash=[5, 3], strokeWidth=1.5)
@@ -149,7 +149,7 @@ def goodput_curve(
         .encode(x="x:Q", y=alt.Y("ypos:Q", scale=alt.Scale(domain=[0, 1])), text="label:N")
         .transform_calculate(ypos="datum.name == 'Young' ? 0.12 : 0.05")
     )
-    layers = [lines, rules, labels]
+    layers = [lines, rules, labels] if optima else [lines]
     if chosen_interval_s is not None:
         chosen = [
             {
