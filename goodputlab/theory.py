@@ -21,6 +21,12 @@ Three models of the same job, from rough to exact:
 3. :func:`exact_goodput_free`, the special case of (2) with free saves and
    restarts, where the only waste is recomputing lost work.
 
+And one model of the lab's real runs, which are short enough for their
+start-up and their end to matter: :func:`predict_run` (the expectation, with
+its spread) and :func:`replay_run` (the same model for given failure times),
+fed with the phase costs of :class:`RunTimings` (measured by
+:mod:`goodputlab.measure`).
+
 The module also holds the public figures the book reproduces: Llama 3's
 pretraining interruptions and the 8.6-interruptions-a-day worked example.
 """
