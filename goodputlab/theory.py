@@ -38,6 +38,17 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from goodputlab.categories import (
+    CHECKPOINT_RESTORE,
+    CHECKPOINT_SAVE,
+    DATA_WAIT,
+    LOST_WORK,
+    OTHER,
+    PRODUCTIVE,
+    RESTART,
+    STARTUP,
+    empty_buckets,
+)
 from goodputlab.errors import check
 
 SECONDS_PER_HOUR = 3600.0
@@ -516,9 +527,9 @@ def predict_run(timings: RunTimings, steps: int, ckpt_every: int, mtbf_s: float)
       also ``exit_s``); it is retried after every failure in it, and each
       failure costs ``D``, then a relaunch window ``R = L + r`` (``L`` before
       the first checkpoint), itself retried when a failure hits it. Expected
-      time for the segment: ``(exp(a/M) - 1) (M + D) exp(R/M)`` plus nothing
-      else: this is Daly's per-segment term with his ``exp(R/M)`` and the safe
-      pause ``D``;
+      time for the segment, failures and recoveries included:
+      ``(exp(a/M) - 1) (M + D) exp(R/M)``, Daly's per-segment term (with his
+      ``exp(R/M)``) plus the safe pause ``D``;
     - the first launch: ``(exp(L/M) - 1)(M + D)``; plus the supervisor's
       ``start_s`` and ``teardown_s``.
 
@@ -536,17 +547,6 @@ def predict_run(timings: RunTimings, steps: int, ckpt_every: int, mtbf_s: float)
     over random times it converges to this function (a test checks it).
     """
     _check_lab_plan(steps, ckpt_every, mtbf_s)
-    from goodputlab.categories import (
-        CHECKPOINT_RESTORE,
-        CHECKPOINT_SAVE,
-        DATA_WAIT,
-        LOST_WORK,
-        OTHER,
-        PRODUCTIVE,
-        RESTART,
-        STARTUP,
-        empty_buckets,
-    )
 
     tm = timings
     step_s, save, launch, restore, pause = tm.step_s, tm.save_s, tm.launch_s, tm.restore_s, tm.relaunch_delay_s
@@ -653,17 +653,6 @@ def replay_run(
     the randomness of the failures from the comparison.
     """
     _check_lab_plan(steps, ckpt_every, math.inf)
-    from goodputlab.categories import (
-        CHECKPOINT_RESTORE,
-        CHECKPOINT_SAVE,
-        DATA_WAIT,
-        LOST_WORK,
-        OTHER,
-        PRODUCTIVE,
-        RESTART,
-        STARTUP,
-        empty_buckets,
-    )
 
     tm = timings
     step_s = tm.step_s

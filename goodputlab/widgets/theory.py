@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import altair as alt
 import ipywidgets as W
 
 from .. import theory
@@ -20,6 +21,7 @@ from ..simulate import SimConfig, SimResult, simulate
 from . import big_number, chart_widget, set_big_number
 
 _STYLE = {"description_width": "190px"}
+_EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="simulating...").properties(width=520, height=40)
 _LAYOUT = W.Layout(width="460px")
 SECONDS_PER_YEAR = 365.0 * theory.SECONDS_PER_DAY
 
@@ -83,9 +85,10 @@ class ClusterPanel:
         self.headline = big_number("goodput")
         self.facts = W.HTML()
         self.status = W.Label(value="")
-        self.mtbf_chart = chart_widget(theory_charts.cluster_mtbf_chart(llama_device_mtbf))
-        self.breakdown_chart = chart_widget(theory_charts.cause_chart())
-        self.cause_chart = chart_widget(theory_charts.cause_chart())
+        # drawn by the first simulate_once() below
+        self.mtbf_chart = chart_widget(_EMPTY)
+        self.breakdown_chart = chart_widget(_EMPTY)
+        self.cause_chart = chart_widget(_EMPTY)
         self.result: SimResult | None = None
         for control in self.controls:
             control.observe(lambda _change: self.simulate_once(), names="value")
