@@ -28,13 +28,14 @@ def test_chapter_3_measured_sweep(executed_notebook):
     _, m, _ = executed_notebook(CHAPTER)
     n = len(m["sweep_intervals"])
     assert n >= 2 and len(m["sweep_measured"]) == len(m["sweep_replayed"]) == n
-    for measured, expected, se, replayed in zip(
-        m["sweep_measured"], m["sweep_expected"], m["sweep_expected_se"], m["sweep_replayed"]
+    for measured, expected, se, replayed, mechanics in zip(
+        m["sweep_measured"], m["sweep_expected"], m["sweep_expected_se"], m["sweep_replayed"], m["sweep_mechanics_pts"]
     ):
         assert 0 < measured < 1 and 0 < expected < 1 and se > 0
         # the model walked through the run's own failure times lands on the measurement; a model
         # without the first launch or the failures during restarts misses by tens of points here
         assert replayed == pytest.approx(measured, abs=0.05)
+        assert 100 * (measured - replayed) == pytest.approx(mechanics, abs=1e-6)
         # the expectation is within what luck allows
         assert abs(measured - expected) < 4 * se
     assert m["sweep_failures"] >= 1
