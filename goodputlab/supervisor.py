@@ -61,6 +61,12 @@ class Progress:
 ProgressCallback = Callable[[Progress], None]
 
 
+def poisson_failure_rng(seed: int) -> np.random.Generator:
+    """The generator of a run's Poisson failure times: attempt ``i`` fails after its ``i``-th
+    exponential draw (mean ``mtbf``), counted from its launch. Public so a model can replay them."""
+    return np.random.default_rng([seed, 0xFA11])
+
+
 def check_writable(out: Path) -> None:
     """Create ``out`` if needed; raise :class:`ConfigError` unless files can be written in it."""
     try:
@@ -113,7 +119,7 @@ def run_supervised(
     ev = EventWriter(events_path, t0, attempt=0)
     ev.emit(E.SUP_START)
     tail = EventTail(events_path)
-    failure_rng = np.random.default_rng([config.seed, 0xFA11])
+    failure_rng = poisson_failure_rng(config.seed)
     pending_kills = sorted(config.kill_at_steps)
     attempt, failures = 0, 0
     completed, reason = False, ""

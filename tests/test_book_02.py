@@ -1,0 +1,39 @@
+"""Chapter 2 reproduces Llama 3's public failure figures and shows which costs keep goodput above 90%."""
+
+import math
+
+import pytest
+
+pytestmark = pytest.mark.notebooks
+
+CHAPTER = "book/02_failures_at_scale.ipynb"
+
+
+def test_chapter_2_figures(executed_notebook):
+    _, m, seconds = executed_notebook(CHAPTER)
+    assert seconds < 60, f"SMOKE mode took {seconds:.0f} s"
+    # 466 interruptions in 54 days on 16,384 GPUs: ~5.2 years per GPU, one every ~2.78 h
+    assert m["device_mtbf_years"] == pytest.approx(5.2, abs=0.01)
+    assert m["job_mtbf_h"] == pytest.approx(2.78, abs=0.01)
+    assert m["p_fail_day_1024"] == pytest.approx(1 - math.exp(-1024 * 466 / (16384 * 54)), rel=1e-9)
+    assert m["gpu_causes"] == 268
+    # the simulator reproduces the interruption counts (3 standard errors of the mean)
+    assert abs(m["sim_interruptions"] - 466) < 3 * math.sqrt(466 / m["trials"])
+    assert abs(m["sim_unexpected"] - 419) < 3 * math.sqrt(419 / m["trials"])
+    # ...and "effective training time higher than 90%" with the chapter's costs
+    assert m["sim_goodput"] > 0.9 and m["sim_goodput_p5"] > 0.9
+    assert m["grid_cells_above_90"] == 9 and m["grid_best"] == pytest.approx(0.963, abs=0.001)
+    assert m["panel_expected_failures"] == pytest.approx(466)
+    assert m["panel_goodput"] == pytest.approx(m["sim_goodput"], abs=0.01)
+
+
+def test_chapter_2_draws_its_charts(executed_notebook):
+    nb, _, _ = executed_notebook(CHAPTER)
+    widget_outputs = [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+    ]
+    assert len(widget_outputs) >= 5  # MTBF law, causes, breakdown, grid, panel
