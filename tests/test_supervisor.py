@@ -79,9 +79,14 @@ def test_wall_time_matches_an_outside_clock(tmp_path):
 
 
 def test_poisson_failures_are_seeded_and_real(tmp_path):
-    summary, events = real_run(tmp_path, steps=120, ckpt_every=20, mtbf=1.5, seed=2, restart_delay=0.0, max_failures=100)
+    from goodputlab.supervisor import poisson_failure_rng
+
+    draws = poisson_failure_rng(0).exponential(20.0, size=3)
+    # seed 0: the first two workers die within 1.5 s of launch, the third has ~20 s to finish
+    assert draws[0] < 1.5 and draws[1] < 1.5 and draws[2] > 15
+    summary, events = real_run(tmp_path, steps=120, ckpt_every=20, mtbf=20.0, seed=0, restart_delay=0.0, max_failures=100)
     assert summary["completed"]
-    assert summary["failures"] >= 1
+    assert summary["failures"] >= 2  # those two kills land whatever the machine's speed
     pids = [e["pid"] for e in events if e["kind"] == "worker_info"]
     assert len(set(pids)) == len(pids)  # every attempt was a new process
     for pid in pids:
