@@ -1,0 +1,62 @@
+"""The lab checks pass right answers, refuse wrong ones with a hint, and never raise."""
+
+import pytest
+
+from goodputlab import categories as C
+from goodputlab import labs
+from goodputlab.api import RunResult
+from goodputlab.ledger import surviving_executions
+from goodputlab.measure import measure_timings
+from goodputlab.theory import optimal_ckpt_every, young_interval
+
+
+@pytest.fixture(scope="module")
+def result(killed_run, tmp_path_factory):
+    summary, events = killed_run
+    return RunResult(tmp_path_factory.mktemp("lab"), summary, events)
+
+
+def test_data_wait_check(result):
+    right = result.buckets[C.DATA_WAIT]
+    assert labs.check_data_wait(right, result).passed
+    near = labs.check_data_wait(right * 1.01, result)
+    assert not near.passed and "phase" in near.message
+    assert not labs.check_data_wait(right * 3, result).passed
+    assert not labs.check_data_wait(None, result).passed
+
+
+def test_lost_executions_check(result):
+    executed = {(e["attempt"], e["step"]) for e in result.events if e["kind"] == "compute"}
+    lost = executed - surviving_executions(result.events)
+    assert lost and labs.check_lost_executions(lost, result).passed
+    assert not labs.check_lost_executions(set(list(lost)[1:]), result).passed
+    assert not labs.check_lost_executions(None, result).passed
+
+
+def test_interval_checks(result):
+    t = measure_timings(result.events)
+    young_steps = young_interval(t.save_s, 20.0) / t.step_s
+    assert labs.check_young_steps(young_steps, t, 20.0).passed
+    assert not labs.check_young_steps(young_interval(t.save_s, 20.0), t, 20.0).passed  # seconds, not steps
+    best = optimal_ckpt_every(t, 90, 20.0)
+    assert labs.check_interval_choice(best, t, 90, 20.0).passed
+    assert not labs.check_interval_choice(1, t, 90, 20.0).passed  # saving every step costs too much
+    assert not labs.check_interval_choice(2.5, t, 90, 20.0).passed
+    assert not labs.check_interval_choice(None, t, 90, 20.0).passed
+
+
+def test_scoreboard_counts():
+    board = labs.Scoreboard()
+    board.add(labs.CheckResult("a", True, ""))
+    board.add(labs.CheckResult("b", False, ""))
+    board.add(labs.CheckResult("a", True, "again"))  # re-running a check replaces it
+    assert board.metrics() == {"checks": 2, "passed": 1, "passed_names": ["a"]}
+    assert "1 of 2" in board._repr_html_()
+
+
+@pytest.mark.notebooks
+def test_lab_1_exercise_runs_clean_and_solution_passes_every_check(executed_notebook):
+    _, exercise, _ = executed_notebook("labs/01_where_did_the_time_go.ipynb")
+    _, solution, _ = executed_notebook("labs/solutions/01_where_did_the_time_go.ipynb")
+    assert exercise["checks"] == 4 and exercise["passed"] == 0
+    assert solution["checks"] == 4 and solution["passed"] == 4
