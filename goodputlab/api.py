@@ -124,15 +124,22 @@ def load_run(out: str | Path) -> RunResult:
 class _ProgressBar:
     """A tqdm bar over steps; it moves back when a failure rolls steps back."""
 
+    min_interval_s = 0.2  # redraw at most this often (a log file would get a line per redraw)
+
     def __init__(self, steps: int):
         from tqdm.auto import tqdm
 
         self.bar = tqdm(total=steps, unit="step", desc="training", leave=True)
+        self._last_draw = 0.0
+        self._last_phase = ""
 
     def update(self, p: Progress) -> None:
         self.bar.n = p.steps_done
         self.bar.set_postfix_str(f"attempt {p.attempt}, failures {p.failures}, {p.phase}", refresh=False)
-        self.bar.refresh()
+        now = time.monotonic()
+        if p.phase != self._last_phase or now - self._last_draw >= self.min_interval_s:
+            self.bar.refresh()
+            self._last_draw, self._last_phase = now, p.phase
 
     def close(self) -> None:
         self.bar.close()
