@@ -116,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         result, measured = measure(config, root, f"sweep-{i:02d}")
         a_priori = P.predict_run(config, cal)
         replay = P.predict_run(config, cal, step_times_s=P.busy_times_s(result))
-        supply = P.supply_ratio(latency_ms / 1000, args.transform_ms / 1000, workers, cal.step_s, cal.read_s)
+        # the appetite the loader actually faced: this run's own step time (other processes move it)
+        supply = P.supply_ratio(latency_ms / 1000, args.transform_ms / 1000, workers, measured.busy_per_step_s, cal.read_s)
         row = {
             "latency_ms": latency_ms,
             "workers": workers,
