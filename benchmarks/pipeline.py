@@ -20,9 +20,14 @@ Two predictions stand beside each measurement:
   drifts of the step time. On a shared machine other processes change ``S`` from run
   to run; the last calibration run repeats the compute-only one to show the drift.
 
-Also printed: samples/s against the compute-only ceiling, and the two aims: data wait
-under 2% wherever the supply is at least 1.2x the appetite, and the model within
-3 percentage points.
+Columns: ``L`` storage latency, ``W`` workers, ``p`` prefetch per worker, ``supply``
+(``W S / (L + T + R)`` with this run's own step time ``S``), ``measured`` (the ledger's
+data wait over the training loop's wall time), the two predictions and their errors in
+percentage points, ``of wall`` (the same data wait over the whole run's wall time,
+start-up included), samples/s and its share of the compute-only ceiling.
+
+Also printed: the two aims: data wait under 2% of the loop wherever the supply is at
+least 1.2x the appetite, and the model within 3 percentage points.
 """
 
 from __future__ import annotations
@@ -66,14 +71,16 @@ def measure(config: RunConfig, root: Path, name: str):
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="three configurations of 30 small steps (about a minute)")
-    ap.add_argument("--steps", type=int, default=None, help="steps per run (default 80; 30 with --quick)")
-    ap.add_argument("--batch-size", type=int, default=None, help="sequences per step (default 96; 16 with --quick)")
+    ap.add_argument("--steps", type=int, default=None, help="steps per run (default 60; 30 with --quick)")
+    ap.add_argument("--batch-size", type=int, default=None, help="sequences per step (default 128; 16 with --quick)")
     ap.add_argument("--jitter", type=float, default=0.5, help="storage latency coefficient of variation (default 0.5)")
     ap.add_argument("--transform-ms", type=float, default=2.0, help="CPU transform per batch, ms (default 2)")
     ap.add_argument("--out", type=Path, default=None, help="directory for the runs (default: a temporary one)")
     args = ap.parse_args(argv)
-    steps = args.steps or (30 if args.quick else 80)
-    batch_size = args.batch_size or (16 if args.quick else 96)
+    steps = args.steps or (30 if args.quick else 60)
+    # Big batches by default: each batch a worker hands over costs the loop a millisecond
+    # or more (H), which must stay small against the step for the 2% aim to be reachable.
+    batch_size = args.batch_size or (16 if args.quick else 128)
     root = args.out or Path(tempfile.mkdtemp(prefix="goodputlab-pipeline-bench-"))
     import torch
 
@@ -99,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
 
     header = (
         f"{'L ms':>7}{'W':>3}{'p':>3}{'supply':>8}{'S ms':>8}{'measured':>10}"
-        f"{'a priori':>10}{'err pp':>8}{'replay':>9}{'err pp':>8}{'samples/s':>11}{'of ceil':>9}"
+        f"{'a priori':>10}{'err pp':>8}{'replay':>9}{'err pp':>8}{'of wall':>9}{'samples/s':>11}{'of ceil':>9}"
     )
     print(header)
     print("-" * len(header), flush=True)
@@ -125,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             "supply": supply,
             "run_step_ms": 1000 * measured.busy_per_step_s,
             "measured": measured.wait_share,
+            "of_wall": result.summary["shares"]["data_wait"],
             "a_priori": a_priori.wait_share,
             "replay": replay.wait_share,
             "samples_per_s": measured.samples_per_s,
@@ -135,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{latency_ms:>7.1f}{workers:>3}{prefetch if prefetch else '-':>3}"
             f"{('serial' if workers == 0 else f'{supply:.2f}x'):>8}{row['run_step_ms']:>8.1f}"
             f"{row['measured']:>10.1%}{row['a_priori']:>10.1%}{100 * (row['measured'] - row['a_priori']):>+8.1f}"
-            f"{row['replay']:>9.1%}{100 * (row['measured'] - row['replay']):>+8.1f}"
+            f"{row['replay']:>9.1%}{100 * (row['measured'] - row['replay']):>+8.1f}{row['of_wall']:>9.1%}"
             f"{row['samples_per_s']:>11.0f}{row['of_ceiling']:>9.1%}",
             flush=True,
         )
@@ -153,9 +161,14 @@ def main(argv: list[str] | None = None) -> int:
           f"(aim: {AIM_ERROR_PP:g} pp) -> replay {'MET' if err_replay <= AIM_ERROR_PP else 'MISSED'}")
     if ample:
         worst = max(ample, key=lambda r: r["measured"])
-        print(f"supply >= {AIM_SUPPLY}x: {len(ample)} runs, largest data-wait share {worst['measured']:.1%} "
-              f"(W={worst['workers']}, p={worst['prefetch']}; aim < {AIM_SHARE:.0%}) -> "
+        worst_wall = max(r["of_wall"] for r in ample)
+        print(f"supply >= {AIM_SUPPLY}x (this run's own step time): {len(ample)} runs; largest data-wait share "
+              f"{worst['measured']:.1%} of the loop (W={worst['workers']}, p={worst['prefetch']}), "
+              f"{worst_wall:.1%} of a whole run's wall time; aim < {AIM_SHARE:.0%} of the loop -> "
               f"{'MET' if worst['measured'] < AIM_SHARE else 'MISSED'}")
+        for r in ample:
+            print(f"  W={r['workers']} p={r['prefetch']} supply {r['supply']:.2f}x: {r['measured']:.1%} of the loop "
+                  f"(hand-off floor H/(S+H) = {cal.handoff_s / (r['run_step_ms'] / 1000 + cal.handoff_s):.1%})")
     print(f"wall time of the benchmark: {time.monotonic() - started:.0f} s; runs in {root}")
     return 0
 
