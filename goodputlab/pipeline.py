@@ -39,6 +39,12 @@ the CPU work of a step divided by the cores: ``(S + T + R + H) / cores``
 (:func:`cpu_bound_period_s`, used when ``cores`` is given). It is a bound, not a
 scheduler model: when it binds the prediction is optimistic.
 
+**Restarts.** A failure kills the worker process group, DataLoader workers included, so
+``persistent_workers`` (which keeps workers across epochs of one process) cannot carry
+them over: every attempt forks new workers and waits for the resume step's batch
+(``L + T`` of it) in its ``warmup`` phase. The ledger books that phase as ``startup`` in
+the first attempt and as ``restart`` in every later one.
+
 **Anatomy.** :func:`stall_anatomy` runs three real, supervised variants of one
 configuration, as DS-Analyzer does (Mohan et al., "Analyzing and Mitigating Data
 Stalls in DNN Training", VLDB 2021): *compute-only* (data from memory, in the loop:
@@ -221,7 +227,8 @@ def simulate_waits(
     p = _resolve_prefetch(workers, prefetch)
     for v, name in ((transform_s, "transform_s"), (read_s, "read_s"), (handoff_s, "handoff_s")):
         _seconds(v, name)
-    check(bool(np.all(np.isfinite(lat)) and np.all(lat >= 0)), "latencies_s", "...", "finite seconds >= 0")
+    bad = lat[~(np.isfinite(lat) & (lat >= 0))]
+    check(bad.size == 0, "latencies_s", float(bad[0]) if bad.size else None, "finite seconds >= 0")
     steps = np.broadcast_to(np.asarray(step_s, dtype=float), (n,))
     check(bool(np.all(np.isfinite(steps)) and np.all(steps >= 0)), "step_s", step_s, "finite seconds >= 0")
     if workers == 0:

@@ -1,9 +1,16 @@
 """Failures and the input pipeline: resume stays bit-exact, and every restart starts cold workers."""
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import pytest
 
 from goodputlab import categories as C
 from goodputlab.data import read_latency_s
+from goodputlab.events import read_events
 from goodputlab.ledger import build_ledger, surviving_samples
 
 from conftest import KILLS, RESUME_SETTINGS, real_run
@@ -51,3 +58,45 @@ def test_every_restart_pays_for_cold_workers_and_is_booked_as_restart(killed_slo
     # persistent workers cannot outlive the process that owned them: each attempt forked its own
     infos = [e for e in events if e["kind"] == "pipeline_info"]
     assert len(infos) == len(KILLS) + 1 and all(i["persistent_workers"] and i["workers"] == 2 for i in infos)
+
+
+def _children(pid):
+    try:
+        return [int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+    except OSError:
+        return []
+
+
+def _alive(pid):
+    try:
+        return open(f"/proc/{pid}/stat").read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signals are Linux's")
+def test_loader_workers_die_with_a_supervisor_killed_outright(cli, cli_env, tmp_path):
+    """A kernel restart kills the supervisor with no chance to clean up: nothing may linger."""
+    out = tmp_path / "r"
+    sup = subprocess.Popen(
+        [*cli, "run", "--steps", "5000", "--workers", "3", "--io-latency-ms", "30", "--quiet", "--out", str(out)],
+        env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        worker, loaders = None, []
+        while time.monotonic() < deadline and not loaders:
+            time.sleep(0.2)
+            events = read_events(out / "events.jsonl") if (out / "events.jsonl").exists() else []
+            if any(e["kind"] == "data_wait" for e in events):  # the loop runs: the workers exist
+                worker = next(e["pid"] for e in events if e["kind"] == "worker_info")
+                loaders = _children(worker)
+        assert worker is not None and len(loaders) >= 3, "the run never got going"
+    finally:
+        sup.kill()
+        sup.wait()
+    time.sleep(3)
+    survivors = [pid for pid in [worker, *loaders] if _alive(pid)]
+    for pid in survivors:  # clean up before failing
+        os.kill(pid, signal.SIGKILL)
+    assert survivors == []
