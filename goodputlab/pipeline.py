@@ -135,7 +135,7 @@ def steady_state_wait_s(
     ``max(H, (L + T + R) / W - S)``. With ``cores`` the period is also held to
     :func:`cpu_bound_period_s` when workers share the cores with the step.
 
-    >>> steady_state_wait_s(0.030, 0.010, workers=2, step_s=0.015)  # (30+10)/2 - 15 ms
+    >>> round(steady_state_wait_s(0.030, 0.010, workers=2, step_s=0.015), 6)  # (30+10)/2 - 15 ms
     0.005
     """
     _count(workers, "workers", 0)

@@ -19,9 +19,10 @@ def test_chapter_5_anatomy(executed_notebook):
     assert wait["compute_only"] < 3
     assert wait["prep_only"] - wait["compute_only"] == pytest.approx(m["transform_ms"], abs=4)
     assert wait["full"] - wait["prep_only"] == pytest.approx(m["latency_draw_mean_ms"], abs=8)
-    # differencing the periods: the same stalls, plus whatever the step's time drifted by
-    assert m["fetch_stall_ms"] == pytest.approx(m["latency_draw_mean_ms"], abs=20)
-    assert m["fetch_stall_ms"] > m["prep_stall_ms"] > 0
+    # differencing the periods: the same stalls, plus however far the step's own time drifted
+    # between the runs (tens of percent on a busy machine), so only the order is firm
+    assert m["fetch_stall_ms"] > m["prep_stall_ms"] + 15
+    assert 0.4 * m["latency_draw_mean_ms"] < m["fetch_stall_ms"] < 2.5 * m["latency_draw_mean_ms"]
 
 
 def test_chapter_5_workers_and_prefetch_shrink_the_stall(executed_notebook):
