@@ -79,6 +79,9 @@ def _add_run(sub) -> None:
     g.add_argument("--transform-ms", type=NUM, default=0.0, help="CPU transform cost per batch, ms")
     g.add_argument("--pin-memory", action="store_true", help="pin host batches (CUDA only)")
     g.add_argument("--persistent-workers", action="store_true", help="keep DataLoader workers between epochs")
+    g.add_argument(
+        "--device-prefetch", action="store_true", help="copy the next batch to the GPU while a step runs (CUDA only)"
+    )
     g = r.add_argument_group("output")
     g.add_argument("--out", type=Path, default=None, help="directory for results (default runs/<time>)")
     g.add_argument("--json", action="store_true", help="print summary.json instead of the table")
@@ -111,6 +114,7 @@ def _run(args: argparse.Namespace) -> int:
         transform_ms=args.transform_ms,
         pin_memory=args.pin_memory,
         persistent_workers=args.persistent_workers,
+        device_prefetch=args.device_prefetch,
     )
     if config.device == "cuda":
         import torch

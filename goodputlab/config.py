@@ -71,6 +71,8 @@ class RunConfig:
     """Pin host batches (speeds host-to-device copies on CUDA; no effect on CPU)."""
     persistent_workers: bool = False
     """Keep DataLoader workers alive between epochs."""
+    device_prefetch: bool = False
+    """Copy batch N+1 to the device on a side CUDA stream while step N computes (a pass-through on CPU)."""
 
     threads: int | None = None
     """Torch intra-op threads in the worker; ``None`` keeps PyTorch's default."""
@@ -132,6 +134,7 @@ class RunConfig:
             self.persistent_workers,
             "only with --workers >= 1",
         )
+        check(isinstance(self.device_prefetch, bool), "device_prefetch", self.device_prefetch, "true or false")
         if self.threads is not None:
             _int(self.threads, "threads", 1, "a whole number >= 1")
 

@@ -93,6 +93,22 @@ def data_file(directory: Path, preset: ModelPreset, seed: int) -> Path:
     return path
 
 
+def read_latency_s(mean_s: float, cv: float, seed: int, step: int) -> float:
+    """Seconds the emulated storage read of ``step``'s batch takes.
+
+    Log-normal with mean ``mean_s`` seconds and coefficient of variation ``cv``,
+    drawn from a generator seeded by ``(seed, step)``: the same step always waits
+    the same time, in any process, so a model can replay a run's exact draws.
+    """
+    if mean_s <= 0:
+        return 0.0
+    if cv <= 0:
+        return mean_s
+    sigma = math.sqrt(math.log1p(cv**2))  # log-normal with this coefficient of variation
+    z = np.random.default_rng([seed, step, 0x10]).standard_normal()
+    return mean_s * math.exp(sigma * z - sigma * sigma / 2)
+
+
 def burn_cpu(seconds: float) -> None:
     """Occupy this process's CPU for ``seconds`` (an emulated transform)."""
     end = time.perf_counter() + seconds
@@ -135,13 +151,7 @@ class SlowStorageDataset:
 
     def read_latency(self, step: int) -> float:
         """Seconds the emulated read of ``step``'s batch takes: seeded, mean ``io_latency_s``."""
-        if self.io_latency_s <= 0:
-            return 0.0
-        if self.io_jitter <= 0:
-            return self.io_latency_s
-        sigma = math.sqrt(math.log1p(self.io_jitter**2))  # log-normal with this coefficient of variation
-        z = np.random.default_rng([self.seed, step, 0x10]).standard_normal()
-        return self.io_latency_s * math.exp(sigma * z - sigma * sigma / 2)
+        return read_latency_s(self.io_latency_s, self.io_jitter, self.seed, step)
 
     def __getitems__(self, request: BatchRequest) -> dict:
         import torch
@@ -152,21 +162,81 @@ class SlowStorageDataset:
         delay = self.read_latency(step)
         if delay > 0:
             time.sleep(delay)
-        rows = torch.from_numpy(np.asarray(self._tokens[np.sort(indices)], dtype=np.int64))
+        read = np.asarray(self._tokens[np.sort(indices)], dtype=np.int64)
         # restore the sampler's order (the sort only makes the read sequential)
         order = np.argsort(np.argsort(indices))
-        rows = rows[torch.from_numpy(order)]
+        # One storage for the whole batch (rows, then indices), so it leaves a DataLoader
+        # worker as one array (see _ByValue).
+        b, width = read.shape
+        packed = torch.empty(b * width + b, dtype=torch.int64)
+        rows = packed[: b * width].view(b, width)
+        rows.copy_(torch.from_numpy(read[order]))
+        idx = packed[b * width :]
+        idx.copy_(torch.as_tensor(indices, dtype=torch.int64))
         if self.transform_s > 0:
             burn_cpu(self.transform_s)
-        return {"step": step, "x": rows[:, :-1], "y": rows[:, 1:], "idx": torch.tensor(indices)}
+        return {"step": step, "x": rows[:, :-1], "y": rows[:, 1:], "idx": idx}
 
     def __getitem__(self, i: int):  # pragma: no cover - the loader always asks for batches
         raise TypeError("SlowStorageDataset serves whole batches: use a StepSampler as batch_sampler")
 
 
-def _pass_through(batch: dict) -> dict:
-    """collate_fn: ``__getitems__`` already returns a collated batch."""
-    return batch
+def _unpack_batch(step: int, flat, n_rows: int) -> dict:
+    """Rebuild a batch that left a DataLoader worker by value (the inverse of :class:`_ByValue`)."""
+    import torch
+
+    packed = torch.from_numpy(flat)
+    width = (packed.numel() - n_rows) // n_rows
+    rows = packed[: n_rows * width].view(n_rows, width)
+    return {"step": step, "x": rows[:, :-1], "y": rows[:, 1:], "idx": packed[n_rows * width :]}
+
+
+class _ByValue:
+    """A batch on its way out of a DataLoader worker, pickled by value.
+
+    By default PyTorch moves tensors between processes through shared memory: the
+    training process collects each storage with a file-descriptor round trip to a
+    thread of the worker process, a millisecond or more per batch here, and several
+    when the cores are busy, because the round trip waits for that thread to be
+    scheduled. This lab's batches are kilobytes, which the worker's pipe carries in
+    microseconds with no round trip. (Batches of megabytes, such as images, are
+    better off in shared memory.)
+    """
+
+    def __init__(self, batch: dict):
+        self.batch = batch
+
+    def __reduce__(self):
+        import torch
+
+        b = self.batch
+        flat = torch.empty(0, dtype=torch.int64).set_(b["x"].untyped_storage())  # rows, then indices
+        return (_unpack_batch, (b["step"], flat.numpy(), b["idx"].numel()))
+
+
+def _pass_through(batch: dict):
+    """collate_fn: ``__getitems__`` already returns a collated batch; a worker process sends it by value."""
+    from torch.utils.data import get_worker_info
+
+    return batch if get_worker_info() is None else _ByValue(batch)
+
+
+def _die_with_training_process(training_pid: int, worker_id: int) -> None:
+    """worker_init_fn: have the kernel SIGKILL this DataLoader worker when the training process dies.
+
+    The training process asks the same for itself (``goodputlab.worker``), but the
+    request is not inherited across fork: without this, the loader's workers of a
+    training process that died with its supervisor (a restarted notebook kernel)
+    linger until PyTorch's watchdog notices, or for good when one is blocked.
+    """
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != training_pid:  # it died before prctl took effect
+        os._exit(1)
 
 
 def make_loader(
@@ -184,6 +254,8 @@ def make_loader(
     from it, and drawing from the global torch RNG instead would change the
     model's dropout masks after a restart.
     """
+    import functools
+
     import torch
     from torch.utils.data import DataLoader
 
@@ -193,6 +265,7 @@ def make_loader(
     if workers > 0:
         kwargs["prefetch_factor"] = prefetch if prefetch is not None else 2
         kwargs["persistent_workers"] = persistent_workers
+        kwargs["worker_init_fn"] = functools.partial(_die_with_training_process, os.getpid())
         if sys.platform.startswith("linux"):
             kwargs["multiprocessing_context"] = "fork"  # fastest start; workers never touch CUDA
     return DataLoader(

@@ -65,6 +65,7 @@ M_CKPT_INVALID = "ckpt_invalid"  # restore skipped a damaged checkpoint: {"path"
 M_RESTORED = "restored"  # the worker resumed: {"ckpt_step", "source"}
 M_FINISH = "finish"  # the worker completed every step: {"final_state_sha256", "final_loss"}
 M_WORKER_INFO = "worker_info"  # device, parameter count, state size
+M_PIPELINE_INFO = "pipeline_info"  # the input pipeline as built: loader settings, device prefetch
 
 
 class EventWriter:

@@ -112,6 +112,7 @@ def train(config: RunConfig, run_dir: Path, events) -> dict:
     from .checkpoint import CheckpointStore, apply_state, capture_state, make_checkpointer
     from .data import SlowStorageDataset, StepSampler, data_file, make_loader
     from .model import count_params, state_sha256
+    from .prefetch import DevicePrefetcher, device_batches
     from .workload import PRESETS
 
     preset = PRESETS[config.model]
@@ -168,7 +169,15 @@ def train(config: RunConfig, run_dir: Path, events) -> dict:
         persistent_workers=config.persistent_workers,
         seed=config.seed,
     )
-    batches = iter(loader)
+    batches = device_batches(loader, device, config.device_prefetch)  # starts the loader's workers
+    events.emit(
+        E.M_PIPELINE_INFO,
+        workers=loader.num_workers,
+        prefetch_factor=loader.prefetch_factor,
+        pin_memory=loader.pin_memory,
+        persistent_workers=loader.persistent_workers,
+        device_prefetch=isinstance(batches, DevicePrefetcher),
+    )
     checkpointer = make_checkpointer(
         config.ckpt, store, on_commit=lambda s: events.emit(E.M_CKPT_COMMIT, ckpt_step=s)
     )

@@ -1,0 +1,59 @@
+"""Chapter 5 measures the stalls it explains, and its model and restart claims hold."""
+
+import pytest
+
+from goodputlab.pipeline import emulated_latencies
+
+pytestmark = pytest.mark.notebooks
+
+CHAPTER = "book/05_input_pipeline.ipynb"
+
+
+def test_chapter_5_anatomy(executed_notebook):
+    _, m, _ = executed_notebook(CHAPTER)
+    assert m["anatomy_ledger_matches"] is True
+    draws = emulated_latencies(m["latency_ms"] / 1000, m["jitter"], m["seed"], m["steps"])[1:]
+    assert m["latency_draw_mean_ms"] == pytest.approx(1000 * draws.mean())
+    wait = m["wait_ms"]
+    # the ledger's data wait: reading from memory, plus the transform, plus the storage latency
+    assert wait["compute_only"] < 3
+    assert wait["prep_only"] - wait["compute_only"] == pytest.approx(m["transform_ms"], abs=4)
+    assert wait["full"] - wait["prep_only"] == pytest.approx(m["latency_draw_mean_ms"], abs=8)
+    # differencing the periods: the same stalls, plus however far the step's own time drifted
+    # between the runs (tens of percent on a busy machine), so only the order is firm
+    assert m["fetch_stall_ms"] > m["prep_stall_ms"] + 15
+    assert 0.4 * m["latency_draw_mean_ms"] < m["fetch_stall_ms"] < 2.5 * m["latency_draw_mean_ms"]
+
+
+def test_chapter_5_workers_and_prefetch_shrink_the_stall(executed_notebook):
+    _, m, _ = executed_notebook(CHAPTER)
+    serial, two, four = m["measured_share"]
+    assert serial > two and serial > four + 0.2
+    assert m["samples_per_s"][2] > 1.8 * m["samples_per_s"][0]
+    assert max(m["samples_per_s"]) < 1.05 * m["ceiling_samples_per_s"]
+    # with no workers the model has nothing to overlap and must be close
+    assert m["model_share"][0] == pytest.approx(serial, abs=0.15)
+    assert all(0 < s < 1 for s in m["model_share"])
+    assert m["panel_runs"] == 1 and 0 < m["panel_measured"] < 1 and 0 < m["panel_predicted"] < 1
+    assert m["calculator_feasible"] is True
+
+
+def test_chapter_5_restarts_start_cold_pipelines(executed_notebook):
+    _, m, _ = executed_notebook(CHAPTER)
+    assert m["completed"] is True and m["failures"] == 2
+    assert m["pipeline_infos"] == 3  # every attempt built its own loader and workers
+    assert m["restart_warmup_categories"] == ["restart", "restart"]
+    for warmup, first_batch in zip(m["restart_warmup_s"], m["restart_first_batch_s"]):
+        assert warmup >= first_batch
+
+
+def test_chapter_5_draws_its_charts(executed_notebook):
+    nb, _, _ = executed_notebook(CHAPTER)
+    widget_outputs = [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+    ]
+    assert len(widget_outputs) >= 6  # anatomy, timelines, depth curve, panel, calculator, restart timeline
