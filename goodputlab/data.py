@@ -110,10 +110,14 @@ def read_latency_s(mean_s: float, cv: float, seed: int, step: int) -> float:
 
 
 def burn_cpu(seconds: float) -> None:
-    """Occupy this process's CPU for ``seconds`` (an emulated transform)."""
-    end = time.perf_counter() + seconds
+    """Do ``seconds`` of CPU work in this thread (an emulated transform).
+
+    Counted in the thread's CPU time, not wall time: like a real decode, it takes
+    longer on the wall clock when other processes compete for the cores.
+    """
+    end = time.thread_time() + seconds
     x = 0
-    while time.perf_counter() < end:
+    while time.thread_time() < end:
         x += 1  # pure-Python work: holds this process's GIL, like a real decode would
 
 

@@ -68,6 +68,7 @@ def test_latency_waits_and_transform_burns_cpu(tokens_path):
     from goodputlab.data import BatchRequest
 
     slow_io = SlowStorageDataset(tokens_path, seed=0, io_latency_s=0.05)
+    slow_io.__getitems__(BatchRequest(1, list(range(16))))  # first read opens the memory map
     t, c = time.perf_counter(), time.process_time()
     slow_io.__getitems__(BatchRequest(0, list(range(16))))
     wall, cpu = time.perf_counter() - t, time.process_time() - c
@@ -76,7 +77,7 @@ def test_latency_waits_and_transform_burns_cpu(tokens_path):
     slow_cpu = SlowStorageDataset(tokens_path, seed=0, transform_s=0.05)
     c = time.process_time()
     slow_cpu.__getitems__(BatchRequest(0, list(range(16))))
-    assert time.process_time() - c >= 0.04  # the transform is real CPU work
+    assert time.process_time() - c >= 0.05  # the transform is real CPU work, however busy the machine
 
 
 def test_batch_larger_than_the_data_set_is_refused():
