@@ -14,7 +14,7 @@ from RAM. It holds two *slots*, each one full state:
 * ``slot-<i>.data``: every tensor's bytes back to back (64-byte aligned),
   memory-mapped by the worker and reused by every save;
 * ``slot-<i>.meta``: ``torch.save`` of the tensor-free skeleton, the tensor
-  index (name, offset, dtype, shape) and the CRC-32 of the data;
+  index (name, offset, dtype, shape) and the CRC-32 of every 4 MiB chunk of the data;
 * ``current.json``: which slot holds the newest *complete* snapshot, with the
   sha256 of its meta file. Replaced atomically (write, then ``os.replace``).
 
@@ -25,9 +25,11 @@ leaves ``current.json`` naming a complete, checksummed slot. Every
 ``disk_every``-th save (``--memory-disk-every``), and the final state of the
 run, is also written to the disk store from the slot, in the background.
 
-Integrity: restore checks the meta file's sha256 and the data's CRC-32 (fast:
-several GB/s, and it detects any accidental damage such as a torn write; the
-disk tier's sha256 is the slower, stronger check). A missing or damaged RAM
+Integrity: restore checks the meta file's sha256 and the data's CRC-32s (fast:
+several GB/s, and they detect accidental damage such as a stray write or a
+flipped bit; the disk tier's sha256 is the slower, stronger check). The checksums
+are computed by a helper thread while the tensors are copied out, so verifying
+costs little beyond the copy. A missing or damaged RAM
 snapshot is reported as ``ckpt_invalid`` with ``tier="memory"`` and restore
 falls back to the newest valid disk checkpoint.
 """
@@ -45,6 +47,7 @@ import time
 import uuid
 import warnings
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -53,7 +56,7 @@ from .checkpoint import Checkpoint, CheckpointStore
 MEMORY_TIER_ENV = "GOODPUTLAB_MEMORY_TIER"
 _PREFIX = "goodputlab-mem-"
 _ALIGN = 64  # bytes; keeps every tensor's offset aligned for any dtype and for vectorised copies
-_CRC_CHUNK = 64 << 20  # bytes per zlib.crc32 call (each call releases the GIL)
+CRC_CHUNK_BYTES = 4 << 20  # the slot's bytes are checksummed in chunks of this size (see MemoryTier.load)
 CURRENT = "current.json"
 
 
@@ -133,12 +136,15 @@ def _layout(tensors) -> tuple[list[dict[str, Any]], int]:
     return index, offset
 
 
-def _crc32(buf, nbytes: int) -> int:
-    crc = 0
+def _chunk_crcs(buf, nbytes: int, first: int = 0, last: int | None = None) -> list[int]:
+    """CRC-32 of each :data:`CRC_CHUNK_BYTES` chunk of ``buf[:nbytes]``, chunks ``first`` to ``last - 1``."""
+    n_chunks = (nbytes + CRC_CHUNK_BYTES - 1) // CRC_CHUNK_BYTES
+    last = n_chunks if last is None else last
     with memoryview(buf) as mv:
-        for start in range(0, nbytes, _CRC_CHUNK):
-            crc = zlib.crc32(mv[start : min(nbytes, start + _CRC_CHUNK)], crc)
-    return crc
+        return [
+            zlib.crc32(mv[i * CRC_CHUNK_BYTES : min(nbytes, (i + 1) * CRC_CHUNK_BYTES)])  # releases the GIL
+            for i in range(first, last)
+        ]
 
 
 class _MappedSlot:
@@ -243,26 +249,44 @@ class MemoryTier:
             raise ValueError(f"slot-{slot}.data missing") from None
         if size < nbytes:
             raise ValueError(f"slot-{slot}.data has {size} bytes, needs {nbytes}")
+        expected = meta["chunk_crc32"]
+        if len(expected) != (nbytes + CRC_CHUNK_BYTES - 1) // CRC_CHUNK_BYTES:
+            raise ValueError(f"slot-{slot}.meta lists {len(expected)} checksums for {nbytes} bytes")
         tensors = {}
         with open(data_path, "rb") as f:
             mm = mmap.mmap(f.fileno(), max(nbytes, 1), mmap.MAP_SHARED, mmap.PROT_READ)
+        # Copy the tensors out (this thread) while a helper thread checksums the chunks already
+        # copied, which are still in the CPU cache: verification overlaps the copy instead of
+        # adding a second pass over the memory. Nothing is returned unless every chunk matches.
+        checks, view = [], None
         try:
-            if _crc32(mm, nbytes) != meta["crc32"]:
-                raise ValueError(f"slot-{slot}.data CRC-32 mismatch")
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)  # "buffer is not writable": we only read, then copy
-                for e in meta["index"]:
-                    dtype = getattr(torch, e["dtype"], None)
-                    if not isinstance(dtype, torch.dtype):
-                        raise ValueError(f"unknown dtype {e['dtype']!r}")
-                    count = e["nbytes"] // dtype.itemsize
-                    if count == 0:
-                        tensors[e["name"]] = torch.empty(e["shape"], dtype=dtype)
-                        continue
-                    view = torch.frombuffer(mm, dtype=dtype, count=count, offset=e["offset"])
-                    tensors[e["name"]] = view.view(e["shape"]).clone()
-                    del view
+            with ThreadPoolExecutor(max_workers=1) as helper:
+                submitted = 0
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)  # "buffer is not writable": we only read, then copy
+                    for e in meta["index"]:
+                        dtype = getattr(torch, e["dtype"], None)
+                        if not isinstance(dtype, torch.dtype):
+                            raise ValueError(f"unknown dtype {e['dtype']!r}")
+                        count = e["nbytes"] // dtype.itemsize
+                        if count == 0:
+                            tensors[e["name"]] = torch.empty(e["shape"], dtype=dtype)
+                            continue
+                        view = torch.frombuffer(mm, dtype=dtype, count=count, offset=e["offset"])
+                        tensors[e["name"]] = view.view(e["shape"]).clone()
+                        del view
+                        done = (e["offset"] + e["nbytes"]) // CRC_CHUNK_BYTES  # chunks wholly copied so far
+                        if done > submitted:
+                            checks.append((submitted, helper.submit(_chunk_crcs, mm, nbytes, submitted, done)))
+                            submitted = done
+                    checks.append((submitted, helper.submit(_chunk_crcs, mm, nbytes, submitted)))
+                    for first, future in checks:
+                        for i, crc in enumerate(future.result(), start=first):
+                            if crc != expected[i]:
+                                raise ValueError(f"slot-{slot}.data CRC-32 mismatch in bytes {i * CRC_CHUNK_BYTES}+")
         finally:
+            checks.clear()
+            view = None  # a view left by an error would keep the mapping exported
             mm.close()
         ckpt = Checkpoint(int(meta["step"]), self.root / f"slot-{slot}", tier="memory")
         return ckpt, unflatten(meta["skeleton"], tensors)
@@ -298,7 +322,7 @@ class MemoryTier:
             "skeleton": skeleton,
             "index": mapped.index,
             "data_bytes": mapped.nbytes,
-            "crc32": _crc32(mapped.mm, mapped.nbytes),
+            "chunk_crc32": _chunk_crcs(mapped.mm, mapped.nbytes),
         }
         buf = io.BytesIO()
         torch.save(meta, buf)

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 TENSOR_KEY = "__tensor__"  # a skeleton leaf {"__tensor__": name} stands for one tensor
+_SCALARS = frozenset({int, float, bool, str, type(None)})
 
 
 def flatten(state: Any, prefix: str = "") -> tuple[Any, dict[str, torch.Tensor]]:
@@ -45,6 +46,8 @@ def flatten(state: Any, prefix: str = "") -> tuple[Any, dict[str, torch.Tensor]]
         if isinstance(obj, dict):
             return {k: walk(v, f"{path}/{k}" if path else str(k)) for k, v in obj.items()}
         if isinstance(obj, (list, tuple)):
+            if all(type(v) in _SCALARS for v in obj):  # e.g. Python's RNG state: 625 ints, no need to walk them
+                return list(obj) if isinstance(obj, list) else tuple(obj)
             items = [walk(v, f"{path}/{i}" if path else str(i)) for i, v in enumerate(obj)]
             return items if isinstance(obj, list) else tuple(items)
         return obj
