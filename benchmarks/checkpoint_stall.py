@@ -106,6 +106,10 @@ def _ms(s: float | None) -> str:
     return "-" if s is None else f"{s * 1000:.1f}"
 
 
+def _mb(b: int | None) -> str:
+    return "-" if b is None else f"{b / MB:.1f}"
+
+
 def print_state_table(model: str, floor: dict, rows: list[dict]) -> None:
     print(
         f"\nstate: {model} preset, {floor['state_bytes'] / MB:.1f} MB in {floor['tensors']} tensors; "
@@ -121,7 +125,7 @@ def print_state_table(model: str, floor: dict, rows: list[dict]) -> None:
         slow = f"{r['step_slowdown']:.2f}x" if "step_slowdown" in r else "-"
         print(
             f"{r['strategy']:<9}{_ms(r['blocking_s']):>12}{r['blocking_over_floor']:>8.2f}x"
-            f"{_ms(r['first_blocking_s']):>10}{_ms(r['durable_s']):>15}{r['peak_extra_bytes'] / MB:>15.1f}"
+            f"{_ms(r['first_blocking_s']):>10}{_ms(r['durable_s']):>15}{_mb(r['peak_extra_bytes']):>15}"
             f"{_ms(r['restore_s']):>12}{_ms(r['restore_cold_s']):>9}{_ms(r.get('gil_hold_max_s')):>13}{slow:>15}"
         )
     read = next((r["storage_read_bytes_per_s"] for r in rows if r["strategy"] == "sync"), None)

@@ -68,9 +68,13 @@ def _status_kb(field: str) -> int:
     raise KeyError(field)
 
 
-def reset_peak_rss() -> None:
-    """Reset the kernel's peak-RSS counter (``VmHWM``) to the current RSS."""
-    Path("/proc/self/clear_refs").write_text("5")
+def reset_peak_rss() -> bool:
+    """Reset the kernel's peak-RSS counter (``VmHWM``) to the current RSS; False where that is not allowed."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
 
 
 def peak_rss_bytes() -> int:
@@ -217,20 +221,21 @@ def measure_strategy(
         baseline = rss_bytes()
         # disk_every large: memory's figures are its RAM tier; its disk tier costs what an async persist costs
         store, tier, ckpt = _make(strategy, root, on_commit, memory_dir, memory_disk_every=10**6)
-        blocking, durable, floor, peak = [], [], [], 0
+        blocking, durable, floor = [], [], []
+        peak: int | None = 0
         for step in range(1, WARMUP_SAVES + saves + 1):
             state = training_state(objs, step)
             t = time.perf_counter()
             floor_buffers.copy_in(flatten(state)[1])
             floor.append(time.perf_counter() - t)
             del state
-            reset_peak_rss()
+            can_reset = reset_peak_rss()
             t = time.perf_counter()
             ckpt.save(training_state(objs, step), step)
             blocking.append(time.perf_counter() - t)
             _wait_background(ckpt)
             durable.append(committed[step] - t)
-            peak = max(peak, peak_rss_bytes() - baseline)
+            peak = max(peak, peak_rss_bytes() - baseline) if can_reset and peak is not None else None
         timed = slice(WARMUP_SAVES, None)
         result: dict[str, Any] = {
             "strategy": strategy,
