@@ -95,8 +95,6 @@ def runs_stage(device: str, model: str, steps: int, ckpt_every: int, kills: tupl
         o = out[s]
         print(f"{s:<9}{o['goodput']:>9.1%}{o['wall_s']:>8.1f}{o['save_s'] * 1000:>9.1f}{o['checkpoint_save_s']:>13.2f}"
               f"{o['checkpoint_restore_s']:>11.2f}{', '.join(sources):>26}", flush=True)
-    hashes = {o["final_state_sha256"] for o in out.values()}
-    print(f"every strategy ends with the same final model: {len(hashes) == 1 and None not in hashes}")
     return out
 
 
@@ -140,6 +138,13 @@ def main(argv: list[str] | None = None) -> int:
         results["runs"] = runs_stage(device, root=work / "runs", **run_args)
         if budget.allows("dcp run", needs / 3):
             results["runs"].update(runs_stage(device, root=work / "runs-dcp", **{**run_args, "strategies": ("dcp",)}))
+        if budget.allows("reference run without failures", needs / 3):
+            clean = runs_stage(device, root=work / "runs-clean", **{**run_args, "kills": (), "strategies": ("sync",)})
+            results["reference_sha256"] = clean["sync"]["final_state_sha256"]
+        hashes = {o["final_state_sha256"] for o in results["runs"].values()} | {results.get("reference_sha256")} - {None}
+        results["bit_exact"] = len(hashes) == 1 and all(o["final_state_sha256"] for o in results["runs"].values())
+        against = "and the run without failures " if "reference_sha256" in results else ""
+        print(f"\nevery killed strategy {against}ends with the same final model: {results['bit_exact']}")
 
     results["seconds"] = time.monotonic() - t0
     print(f"\nGPU suite done in {results['seconds']:.0f} s ({'GPU' if gpu else 'CPU smoke'})")
