@@ -97,13 +97,18 @@ def sweep_stale_memory_tiers(root: Path | None = None) -> list[Path]:
 
 
 def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (a killed supervisor nobody has reaped yet)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")
 
 
 def open_memory_tier(strategy: str) -> MemoryTier | None:

@@ -434,12 +434,23 @@ def test_stale_ram_tiers_of_dead_supervisors_are_swept(tmp_path):
     p = mp.get_context("fork").Process(target=lambda: None)
     p.start()
     p.join()  # a pid that no longer exists
-    stale = tmp_path / f"goodputlab-mem-{p.pid}-deadbeef"
-    stale.mkdir()
-    (stale / "slot-0.data").write_bytes(b"x" * 100)
-    mine = create_memory_tier_dir(tmp_path)
-    assert sweep_stale_memory_tiers(tmp_path) == [] and not stale.exists() and mine.exists()
+    zombie = subprocess.Popen(["true"])  # exits, but stays a zombie until waited for: dead all the same
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    stale = [tmp_path / f"goodputlab-mem-{pid}-deadbeef" for pid in (p.pid, zombie.pid)]
+    for d in stale:
+        d.mkdir()
+        (d / "slot-0.data").write_bytes(b"x" * 100)
+    alive = tmp_path / f"goodputlab-mem-{os.getppid()}-cafe0000"  # a live supervisor's tier stays
+    alive.mkdir()
+    mine = create_memory_tier_dir(tmp_path)  # sweeps first
+    zombie.wait()
+    assert not any(d.exists() for d in stale) and mine.exists() and alive.exists()
+    assert sweep_stale_memory_tiers(tmp_path) == []
     remove_memory_tier_dir(mine)
+    remove_memory_tier_dir(alive)
     assert list(tmp_path.iterdir()) == []
 
 
