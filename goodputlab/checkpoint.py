@@ -3,10 +3,14 @@
 Complete: model, optimizer, LR schedule, data position, every RNG (python,
 numpy, torch, CUDA) and the step; resuming from one gives bit-identical training.
 
-Atomic: a checkpoint is a directory ``step-00000050/`` holding ``state.pt`` and
-``manifest.json`` (format version, step, and the sha256 and size of each file).
-It is written under a temporary name, every file and the directory fsynced,
-then renamed into place: a reader sees a whole checkpoint or none.
+Atomic: a checkpoint is a directory ``step-00000050/`` holding its data files
+and ``manifest.json`` (format version, step, layout, and the sha256 and size of
+every data file). It is written under a temporary name, every file and the
+directory fsynced, then renamed into place: a reader sees a whole checkpoint or none.
+Two layouts share this envelope: ``torch_save`` (one ``state.pt``, written by
+the sync and async strategies and the memory strategy's disk tier) and ``dcp``
+(the files of ``torch.distributed.checkpoint`` plus a small ``skeleton.pt``,
+see :mod:`goodputlab.dcp_checkpoint`).
 
 Verified: restore walks the checkpoints newest first and takes the first whose
 manifest parses and whose files match their checksums; a damaged one is skipped
@@ -35,6 +39,8 @@ import numpy as np
 FORMAT_VERSION = 1
 STATE_FILE = "state.pt"
 MANIFEST = "manifest.json"
+LAYOUT_TORCH = "torch_save"  # one state.pt written by torch.save
+LAYOUT_DCP = "dcp"  # a torch.distributed.checkpoint directory (goodputlab.dcp_checkpoint)
 _NAME = re.compile(r"^step-(\d{8})$")
 
 
@@ -44,8 +50,11 @@ class CheckpointWarning(UserWarning):
 
 @dataclass(frozen=True)
 class Checkpoint:
+    """A checkpoint of the state after ``step`` steps, in one tier (``disk`` or ``memory``)."""
+
     step: int
     path: Path
+    tier: str = "disk"
 
 
 class _HashingWriter:
@@ -63,6 +72,10 @@ class _HashingWriter:
 
     def flush(self) -> None:
         self.f.flush()
+
+
+_HASH_CHUNK = 8 << 20  # bytes read at a time when hashing files back
+_REQUIRED_FILES = {LAYOUT_TORCH: (STATE_FILE,), LAYOUT_DCP: (".metadata", "skeleton.pt")}
 
 
 def _fsync_dir(path: Path) -> None:
@@ -109,21 +122,52 @@ class CheckpointStore:
 
         The sequence: temporary directory, state file written and fsynced,
         manifest written and fsynced, directory fsynced, rename, parent fsynced,
-        then old checkpoints beyond ``keep`` removed.
+        then old checkpoints beyond ``keep`` removed. The file is hashed while it
+        is written (one pass over the bytes).
         """
-        self._remove_stale_temporaries()
-        tmp = self.root / f".tmp-step-{step:08d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir()
+        tmp = self.begin(step)
         with open(tmp / STATE_FILE, "wb") as raw:
             f = _HashingWriter(raw)
             write_state(f)
             raw.flush()
             os.fsync(raw.fileno())
+        files = {STATE_FILE: {"sha256": f.sha.hexdigest(), "bytes": f.bytes}}
+        return self.seal(tmp, step, files, LAYOUT_TORCH)
+
+    def begin(self, step: int) -> Path:
+        """A fresh temporary directory for the files of the checkpoint of ``step`` (invisible to readers)."""
+        self._remove_stale_temporaries()
+        tmp = self.root / f".tmp-step-{step:08d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir()
+        return tmp
+
+    def commit_files(self, tmp: Path, step: int, layout: str) -> Path:
+        """Seal a temporary directory from :meth:`begin` whose files are already written.
+
+        Every regular file under ``tmp`` is fsynced and listed in the manifest
+        with its sha256 and size (read back once to hash it), then the
+        directory is committed like :meth:`commit`.
+        """
+        files = {}
+        for f in sorted(p for p in tmp.rglob("*") if p.is_file()):
+            sha = hashlib.sha256()
+            with open(f, "rb") as fh:
+                while chunk := fh.read(_HASH_CHUNK):
+                    sha.update(chunk)
+                os.fsync(fh.fileno())
+            files[f.relative_to(tmp).as_posix()] = {"sha256": sha.hexdigest(), "bytes": f.stat().st_size}
+        for d in sorted({p.parent for p in tmp.rglob("*")} - {tmp}):
+            _fsync_dir(d)
+        return self.seal(tmp, step, files, layout)
+
+    def seal(self, tmp: Path, step: int, files: dict[str, dict[str, Any]], layout: str) -> Path:
+        """Write the manifest of ``files`` (already fsynced) into ``tmp`` and rename it into place."""
         manifest = {
             "format": FORMAT_VERSION,
             "step": step,
+            "layout": layout,
             "created_unix": time.time(),
-            "files": {STATE_FILE: {"sha256": f.sha.hexdigest(), "bytes": f.bytes}},
+            "files": files,
         }
         with open(tmp / MANIFEST, "w") as m:
             json.dump(manifest, m, indent=1)
@@ -154,19 +198,59 @@ class CheckpointStore:
                 shutil.rmtree(p, ignore_errors=True)
 
     # --- reading -----------------------------------------------------------------
-    def read_verified(self, path: Path) -> bytes:
-        """The bytes of ``state.pt`` after checking the manifest; raises ``ValueError`` if damaged."""
+    def manifest(self, path: Path) -> dict[str, Any]:
+        """The parsed manifest of a checkpoint; raises ``ValueError`` if it is missing or malformed."""
         try:
             manifest = json.loads((path / MANIFEST).read_text())
         except FileNotFoundError:
             raise ValueError("no manifest") from None
         except json.JSONDecodeError as e:
             raise ValueError(f"manifest unreadable ({e.msg})") from None
-        if manifest.get("format") != FORMAT_VERSION:
-            raise ValueError(f"format {manifest.get('format')!r}, expected {FORMAT_VERSION}")
-        entry = manifest.get("files", {}).get(STATE_FILE)
-        if not entry:
-            raise ValueError(f"manifest lists no {STATE_FILE}")
+        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
+            found = manifest.get("format") if isinstance(manifest, dict) else manifest
+            raise ValueError(f"format {found!r}, expected {FORMAT_VERSION}")
+        layout = manifest.get("layout", LAYOUT_TORCH)  # manifests before layouts existed were torch_save
+        if layout not in _REQUIRED_FILES:
+            raise ValueError(f"unknown layout {layout!r}")
+        files = manifest.get("files")
+        if not isinstance(files, dict):
+            raise ValueError("manifest lists no files")
+        for name in _REQUIRED_FILES[layout]:
+            if name not in files:
+                raise ValueError(f"manifest lists no {name}")
+        manifest["layout"] = layout
+        return manifest
+
+    def verify(self, path: Path) -> dict[str, Any]:
+        """Check every file the manifest lists (size and sha256); returns the manifest.
+
+        Raises ``ValueError`` naming the first problem. Reads every byte once.
+        """
+        manifest = self.manifest(path)
+        for name, entry in manifest["files"].items():
+            f = path / name
+            if ".." in Path(name).parts or Path(name).is_absolute():
+                raise ValueError(f"manifest names a file outside the checkpoint: {name}")
+            try:
+                size = f.stat().st_size
+            except FileNotFoundError:
+                raise ValueError(f"{name} missing") from None
+            if size != entry["bytes"]:
+                raise ValueError(f"{name} has {size} bytes, manifest says {entry['bytes']}")
+            sha = hashlib.sha256()
+            with open(f, "rb") as fh:
+                while chunk := fh.read(_HASH_CHUNK):
+                    sha.update(chunk)
+            if sha.hexdigest() != entry["sha256"]:
+                raise ValueError(f"{name} sha256 mismatch")
+        return manifest
+
+    def read_verified(self, path: Path) -> bytes:
+        """The bytes of ``state.pt`` after checking the manifest; raises ``ValueError`` if damaged."""
+        manifest = self.manifest(path)
+        if manifest["layout"] != LAYOUT_TORCH:
+            raise ValueError(f"layout {manifest['layout']!r} has no {STATE_FILE}")
+        entry = manifest["files"][STATE_FILE]
         try:
             data = (path / STATE_FILE).read_bytes()
         except FileNotFoundError:
@@ -179,9 +263,15 @@ class CheckpointStore:
         return data
 
     def load(self, path: Path) -> dict[str, Any]:
-        """Load a verified checkpoint onto the CPU (``weights_only=True``)."""
+        """Load a verified checkpoint onto the CPU (``weights_only=True`` for every layout)."""
         import torch
 
+        manifest = self.manifest(path)
+        if manifest["layout"] == LAYOUT_DCP:
+            from .dcp_checkpoint import load_dcp_checkpoint
+
+            self.verify(path)
+            return load_dcp_checkpoint(path)
         data = self.read_verified(path)
         return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
 
@@ -209,7 +299,7 @@ class CheckpointStore:
         """Step of the newest checkpoint that verifies (0 when there is none); reads but does not unpickle."""
         for c in self.list():
             try:
-                self.read_verified(c.path)
+                self.verify(c.path)
             except ValueError:
                 continue
             return c.step
@@ -276,17 +366,29 @@ def apply_state(state: dict[str, Any], model, optimizer, scheduler) -> int:
 
 # --- strategies ----------------------------------------------------------------------------
 class SyncCheckpointer:
-    """The baseline: serialise and persist while training waits."""
+    """The baseline: serialise and persist while training waits.
+
+    ``on_commit(step, tier="disk")`` is called once the checkpoint is durable.
+    """
 
     name = "sync"
 
-    def __init__(self, store: CheckpointStore, on_commit: Callable[[int], None]):
+    def __init__(self, store: CheckpointStore, on_commit: Callable[..., None]):
         self.store = store
         self.on_commit = on_commit
+        self.saves = 0
+        self.last_blocking_s = 0.0
 
     def save(self, state: dict[str, Any], step: int) -> None:
+        t = time.perf_counter()
         self.store.save(state, step)
-        self.on_commit(step)
+        self.last_blocking_s = time.perf_counter() - t
+        self.saves += 1
+        self.on_commit(step, tier="disk")
+
+    @property
+    def in_flight(self) -> bool:
+        return False
 
     def finalize(self) -> None:
         """Wait for saves in flight (none: sync saves finish before returning)."""
@@ -295,7 +397,65 @@ class SyncCheckpointer:
         pass
 
 
-def make_checkpointer(strategy: str, store: CheckpointStore, on_commit: Callable[[int], None]):
+def make_checkpointer(
+    strategy: str,
+    store: CheckpointStore,
+    on_commit: Callable[..., None],
+    memory_tier=None,
+    memory_disk_every: int = 4,
+):
+    """The checkpointer of ``strategy`` (``sync``, ``async``, ``dcp`` or ``memory``).
+
+    Every checkpointer has ``save(state, step)`` (returns when training may
+    continue), ``finalize()`` (returns when the newest save is durable) and
+    ``close()``, and calls ``on_commit(step, tier=...)`` when a save is complete.
+    ``memory`` needs ``memory_tier`` (a :class:`~goodputlab.memory_checkpoint.MemoryTier`)
+    and writes every ``memory_disk_every``-th save to disk too.
+    """
     if strategy == "sync":
         return SyncCheckpointer(store, on_commit)
+    if strategy == "async":
+        from .async_checkpoint import AsyncCheckpointer
+
+        return AsyncCheckpointer(store, on_commit)
+    if strategy == "dcp":
+        from .dcp_checkpoint import DcpCheckpointer
+
+        return DcpCheckpointer(store, on_commit)
+    if strategy == "memory":
+        from .memory_checkpoint import MemoryCheckpointer
+
+        if memory_tier is None:
+            raise ValueError("the memory strategy needs a MemoryTier (the supervisor's RAM directory)")
+        return MemoryCheckpointer(store, on_commit, memory_tier, disk_every=memory_disk_every)
     raise ValueError(f"unknown checkpoint strategy {strategy!r}")
+
+
+def load_newest(
+    store: CheckpointStore,
+    memory_tier=None,
+    on_invalid: Callable[[Checkpoint, str], None] | None = None,
+) -> tuple[Checkpoint, dict[str, Any]] | None:
+    """The newest valid state: the RAM tier's snapshot when there is one at least as new
+    as the newest disk checkpoint, else the newest valid disk checkpoint.
+
+    A damaged RAM snapshot is reported like a damaged disk checkpoint
+    (``on_invalid`` and a :class:`CheckpointWarning`) and restore falls back to disk.
+    Restoring from RAM reads no checkpoint file on disk (it only lists the directory).
+    """
+    if memory_tier is not None and memory_tier.has_snapshot():
+        listed = store.list()
+        candidate = memory_tier.checkpoint()
+        # step -1: current.json is unreadable; load() reports the damage
+        if candidate is not None and (candidate.step < 0 or not listed or candidate.step >= listed[0].step):
+            try:
+                found = memory_tier.load()
+            except Exception as e:  # damaged in any way
+                reason = str(e) or type(e).__name__
+                warnings.warn(f"skipping damaged RAM snapshot {candidate.path.name}: {reason}", CheckpointWarning, stacklevel=2)
+                if on_invalid:
+                    on_invalid(candidate, reason)
+            else:
+                if found is not None:
+                    return found
+    return store.load_newest_valid(on_invalid)

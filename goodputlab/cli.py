@@ -38,6 +38,16 @@ def _typed(kind, allowed: str):
     return parse
 
 
+def _ckpt_every(text: str) -> int | str:
+    """``--ckpt-every``: a whole number of steps, or ``auto``."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not valid: a whole number of steps or auto") from None
+
+
 def _steps_list(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(s) for s in text.split(",") if s.strip())
@@ -62,9 +72,15 @@ def _add_run(sub) -> None:
     g.add_argument("--seed", type=INT, default=0, help="seeds model, data, order and failure times (default 0)")
     g.add_argument("--threads", type=INT, default=None, help="torch threads in the worker (default: torch's)")
     g = r.add_argument_group("checkpoints")
-    g.add_argument("--ckpt-every", type=INT, default=50, help="save every N steps; 0: final save only (default 50)")
+    g.add_argument(
+        "--ckpt-every", type=_ckpt_every, default=50,
+        help="save every N steps; 0: final save only; auto: Daly's interval from measured save cost and failures (default 50)",
+    )
     g.add_argument("--ckpt-every-s", type=NUM, default=None, help="also save every S seconds")
-    g.add_argument("--ckpt", default="sync", help="checkpoint strategy (default sync)")
+    g.add_argument("--ckpt", default="sync", help="checkpoint strategy: sync, async, dcp or memory (default sync)")
+    g.add_argument(
+        "--memory-disk-every", type=INT, default=4, help="with --ckpt memory: also write every K-th save to disk (default 4)"
+    )
     g.add_argument("--keep", type=INT, default=3, help="checkpoints kept on disk (default 3)")
     g = r.add_argument_group("failures")
     g.add_argument("--mtbf", type=NUM, default=0.0, help="mean seconds between failures; 0: none (default 0)")
@@ -103,6 +119,7 @@ def _run(args: argparse.Namespace) -> int:
         ckpt_every_s=args.ckpt_every_s,
         ckpt=args.ckpt,
         keep=args.keep,
+        memory_disk_every=args.memory_disk_every,
         mtbf=args.mtbf,
         kill_at_steps=args.kill_at_steps,
         restart_delay=args.restart_delay,

@@ -16,7 +16,8 @@ from .errors import ConfigError, check
 from .workload import PRESETS
 
 DEVICES = ("auto", "cpu", "cuda")
-CHECKPOINT_STRATEGIES = ("sync",)
+CHECKPOINT_STRATEGIES = ("sync", "async", "dcp", "memory")
+AUTO = "auto"  # ckpt_every="auto": the interval from Daly's formula, measured as the run goes (goodputlab.adaptive)
 
 
 @dataclass(frozen=True)
@@ -39,14 +40,18 @@ class RunConfig:
     seed: int = 0
     """Seeds the model, the data, its order and the failure times."""
 
-    ckpt_every: int = 50
-    """Checkpoint every this many steps (0: only the final save)."""
+    ckpt_every: int | str = 50
+    """Checkpoint every this many steps (0: only the final save), or ``"auto"``: Daly's
+    interval from the measured save cost and failure rate (:mod:`goodputlab.adaptive`)."""
     ckpt_every_s: float | None = None
     """Also checkpoint when this many seconds passed since the last save."""
     ckpt: str = "sync"
-    """Checkpoint strategy."""
+    """Checkpoint strategy: ``sync``, ``async`` (background persist), ``dcp``
+    (torch.distributed.checkpoint async_save) or ``memory`` (RAM tier + disk every k-th save)."""
     keep: int = 3
     """Keep the newest this many checkpoints on disk."""
+    memory_disk_every: int = 4
+    """With ``ckpt="memory"``: also write every this-many-th save to disk."""
 
     mtbf: float = 0.0
     """Mean time between failures, seconds of wall time (0: no random failures)."""
@@ -90,7 +95,8 @@ class RunConfig:
         check(self.device in DEVICES, "device", self.device, f"one of {', '.join(DEVICES)}")
         _int(self.seed, "seed", 0, "a whole number >= 0")
 
-        _int(self.ckpt_every, "ckpt_every", 0, "a whole number of steps >= 0 (0: final save only)")
+        if self.ckpt_every != AUTO:
+            _int(self.ckpt_every, "ckpt_every", 0, "a whole number of steps >= 0 (0: final save only) or auto")
         if self.ckpt_every_s is not None:
             _num(self.ckpt_every_s, "ckpt_every_s", "seconds > 0", lambda v: v > 0)
         check(
@@ -100,6 +106,7 @@ class RunConfig:
             f"one of {', '.join(CHECKPOINT_STRATEGIES)}",
         )
         _int(self.keep, "keep", 1, "a whole number >= 1")
+        _int(self.memory_disk_every, "memory_disk_every", 1, "a whole number of saves >= 1 (1: every save)")
 
         _num(self.mtbf, "mtbf", "seconds >= 0 (0: no random failures)", lambda v: v >= 0)
         check(isinstance(self.kill_at_steps, tuple), "kill_at_steps", self.kill_at_steps, "a tuple of steps")

@@ -60,9 +60,10 @@ PHASES = frozenset(
 )
 
 # Markers.
-M_CKPT_COMMIT = "ckpt_commit"  # a checkpoint became durable and valid: {"ckpt_step"}
-M_CKPT_INVALID = "ckpt_invalid"  # restore skipped a damaged checkpoint: {"path", "reason"}
-M_RESTORED = "restored"  # the worker resumed: {"ckpt_step", "source"}
+M_CKPT_COMMIT = "ckpt_commit"  # a checkpoint became durable and valid: {"ckpt_step", "tier"}
+M_CKPT_INVALID = "ckpt_invalid"  # restore skipped a damaged checkpoint: {"ckpt_step", "tier", "reason"}
+M_RESTORED = "restored"  # the worker resumed: {"ckpt_step", "source": "disk" or "memory", "path"}
+M_CKPT_INTERVAL = "ckpt_interval"  # --ckpt-every auto re-tuned: {"interval_s", "save_s", "mtbf_s", "failures_seen"}
 M_FINISH = "finish"  # the worker completed every step: {"final_state_sha256", "final_loss"}
 M_WORKER_INFO = "worker_info"  # device, parameter count, state size
 M_PIPELINE_INFO = "pipeline_info"  # the input pipeline as built: loader settings, device prefetch

@@ -32,6 +32,7 @@ from .config import RunConfig
 from .errors import ConfigError
 from .events import EventTail, EventWriter, read_events
 from .ledger import summarize
+from .memory_checkpoint import MEMORY_TIER_ENV, create_memory_tier_dir, remove_memory_tier_dir
 
 POLL_S = 0.02  # how often the supervisor looks at the worker and the event log
 _RUN_ARTIFACTS = ("ckpt", "logs", "events.jsonl", "summary.json", "config.json")
@@ -125,6 +126,9 @@ def run_supervised(
     completed, reason = False, ""
     proc: subprocess.Popen | None = None
     state = Progress(0, config.steps, 0, 0, "startup")
+    # --ckpt memory: the RAM tier outlives each worker, so the supervisor owns it and removes it at the end
+    memory_tier = create_memory_tier_dir() if config.ckpt == "memory" else None
+    worker_env = {MEMORY_TIER_ENV: str(memory_tier)} if memory_tier is not None else {}
 
     def tell(**changes) -> None:
         for k, v in changes.items():
@@ -137,7 +141,7 @@ def run_supervised(
             ev.attempt = attempt
             ev.emit(E.SUP_SPAWN)
             log = out / "logs" / f"attempt-{attempt:03d}.log"
-            proc = _launch(python, out, attempt, t0, log)
+            proc = _launch(python, out, attempt, t0, log, worker_env)
             ttf = failure_rng.exponential(config.mtbf) if config.mtbf > 0 else float("inf")
             deadline = time.monotonic() + ttf
             tell(attempt=attempt, phase="startup" if attempt == 0 else "restart")
@@ -187,13 +191,17 @@ def run_supervised(
         reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"error: {type(exc).__name__}"
         _finish(ev, out, config, completed=False, reason=reason)
         raise
+    finally:
+        if memory_tier is not None:
+            remove_memory_tier_dir(memory_tier)
     summary = _finish(ev, out, config, completed=completed, reason=reason)
     tell(steps_done=summary["steps_completed"], phase="done" if completed else "stopped")
     return summary
 
 
-def _launch(python: str, out: Path, attempt: int, t0: float, log: Path) -> subprocess.Popen:
+def _launch(python: str, out: Path, attempt: int, t0: float, log: Path, extra_env: dict | None = None) -> subprocess.Popen:
     env = dict(os.environ)
+    env.update(extra_env or {})
     package_root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS (bit-exact resume)

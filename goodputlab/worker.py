@@ -91,12 +91,17 @@ def train_step(model, optimizer, scheduler, batch: dict, device, non_blocking: b
     return loss
 
 
-def should_save(config: RunConfig, done: int, since_last_save_s: float) -> bool:
+def should_save(config: RunConfig, done: int, since_last_save_s: float, auto=None, now_s: float = 0.0) -> bool:
     """Checkpoint after ``done`` completed steps? Every ``ckpt_every`` steps, every
-    ``ckpt_every_s`` seconds, and after the final step."""
+    ``ckpt_every_s`` seconds, and after the final step. With ``ckpt_every="auto"``,
+    ``auto`` (a :class:`~goodputlab.adaptive.AutoInterval`) decides from the seconds
+    since the last save and the run time ``now_s``."""
     if done == config.steps:
         return True
-    if config.ckpt_every and done % config.ckpt_every == 0:
+    if auto is not None:
+        if auto.due(since_last_save_s, now_s):
+            return True
+    elif config.ckpt_every and done % config.ckpt_every == 0:
         return True
     return config.ckpt_every_s is not None and since_last_save_s >= config.ckpt_every_s
 
@@ -109,8 +114,11 @@ def train(config: RunConfig, run_dir: Path, events) -> dict:
     """
     import torch
 
-    from .checkpoint import CheckpointStore, apply_state, capture_state, make_checkpointer
+    from .adaptive import AutoInterval
+    from .checkpoint import CheckpointStore, apply_state, capture_state, load_newest, make_checkpointer
+    from .config import AUTO
     from .data import SlowStorageDataset, StepSampler, data_file, make_loader
+    from .memory_checkpoint import open_memory_tier
     from .model import count_params, state_sha256
     from .prefetch import DevicePrefetcher, device_batches
     from .workload import PRESETS
@@ -130,6 +138,7 @@ def train(config: RunConfig, run_dir: Path, events) -> dict:
         transform_s=config.transform_ms / 1000,
     )
     store = CheckpointStore(run_dir / "ckpt", keep=config.keep)
+    memory_tier = open_memory_tier(config.ckpt)  # the supervisor's RAM tier for --ckpt memory, else None
     events.emit(
         E.M_WORKER_INFO,
         device=str(device),
@@ -141,10 +150,12 @@ def train(config: RunConfig, run_dir: Path, events) -> dict:
 
     # --- resume from the newest valid checkpoint ---------------------------------------
     start = 0
-    if store.list():
+    if store.list() or (memory_tier is not None and memory_tier.has_snapshot()):
         events.emit(E.W_RESTORE)
-        found = store.load_newest_valid(
-            on_invalid=lambda c, why: events.emit(E.M_CKPT_INVALID, ckpt_step=c.step, reason=why)
+        found = load_newest(
+            store,
+            memory_tier,
+            on_invalid=lambda c, why: events.emit(E.M_CKPT_INVALID, ckpt_step=c.step, tier=c.tier, reason=why),
         )
         if found is not None:
             ckpt, state = found
@@ -155,7 +166,7 @@ def train(config: RunConfig, run_dir: Path, events) -> dict:
                 )
             start = apply_state(state, model, optimizer, scheduler)
             del state
-            events.emit(E.M_RESTORED, ckpt_step=start, source=ckpt.path.name)
+            events.emit(E.M_RESTORED, ckpt_step=start, source=ckpt.tier, path=ckpt.path.name)
 
     # --- start the input pipeline ------------------------------------------------------
     events.emit(E.W_WARMUP, step=start)
@@ -179,8 +190,16 @@ def train(config: RunConfig, run_dir: Path, events) -> dict:
         device_prefetch=isinstance(batches, DevicePrefetcher),
     )
     checkpointer = make_checkpointer(
-        config.ckpt, store, on_commit=lambda s: events.emit(E.M_CKPT_COMMIT, ckpt_step=s)
+        config.ckpt,
+        store,
+        on_commit=lambda s, **info: events.emit(E.M_CKPT_COMMIT, ckpt_step=s, **info),
+        memory_tier=memory_tier,
+        memory_disk_every=config.memory_disk_every,
     )
+    auto = None
+    if config.ckpt_every == AUTO:  # failures and earlier save costs come from the event log
+        auto = AutoInterval.from_event_log(run_dir / "events.jsonl", state_bytes=preset.state_bytes)
+        events.emit(E.M_CKPT_INTERVAL, step=start, **auto.describe(events.now()))
     last_save = time.monotonic()
     loss_value = float("nan")
 
@@ -199,11 +218,15 @@ def train(config: RunConfig, run_dir: Path, events) -> dict:
         events.emit(E.W_STEP_END, step=step, loss=loss_value, samples=batch["idx"].tolist())
 
         done = step + 1
-        if should_save(config, done, time.monotonic() - last_save):
+        if should_save(config, done, time.monotonic() - last_save, auto, events.now()):
+            save_started = time.monotonic()
             events.emit(E.W_CKPT_SAVE, step=step)
             data_position = {"step": done, "samples_consumed": done * batch_size, "batch_size": batch_size}
             checkpointer.save(capture_state(model, optimizer, scheduler, done, data_position), done)
             last_save = time.monotonic()
+            if auto is not None:
+                auto.observe_save(last_save - save_started)
+                events.emit(E.M_CKPT_INTERVAL, step=done, **auto.describe(events.now()))
 
     checkpointer.finalize()
     final = {"final_state_sha256": state_sha256(model), "final_loss": loss_value}

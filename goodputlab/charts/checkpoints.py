@@ -1,0 +1,124 @@
+"""Charts of chapter 4: the anatomy of a save, timelines side by side, goodput versus interval per strategy."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+import altair as alt
+
+from ..categories import COLORS
+from .runs import timeline
+
+#: One colour per strategy, the same in every chart of the chapter.
+STRATEGY_COLORS = {"sync": "#1f77b4", "async": "#2ca02c", "dcp": "#9467bd", "memory": "#ff7f0e"}
+STRATEGY_SCALE = alt.Scale(domain=list(STRATEGY_COLORS), range=list(STRATEGY_COLORS.values()))
+
+
+def save_anatomy(rows: Iterable[Mapping[str, Any]], width: int = 560) -> alt.Chart:
+    """Each strategy's save split into what blocks training and what runs in the background (milliseconds).
+
+    ``rows`` are :func:`goodputlab.stall.measure_strategy` results (``strategy``,
+    ``blocking_s``, ``durable_s``).
+    """
+    data = []
+    for r in rows:
+        blocking = r["blocking_s"] * 1000
+        background = max(0.0, r["durable_s"] * 1000 - blocking)
+        data.append({"strategy": r["strategy"], "part": "blocks training (snapshot)", "ms": round(blocking, 3), "order": 0})
+        data.append({"strategy": r["strategy"], "part": "background (persist)", "ms": round(background, 3), "order": 1})
+    order = [r["strategy"] for r in rows]
+    return (
+        alt.Chart(alt.InlineData(values=data))
+        .mark_bar()
+        .encode(
+            x=alt.X("ms:Q", stack="zero", title="milliseconds from the start of the save until it is durable"),
+            y=alt.Y("strategy:N", sort=order, title=None),
+            color=alt.Color(
+                "part:N",
+                scale=alt.Scale(
+                    domain=["blocks training (snapshot)", "background (persist)"],
+                    range=[COLORS["checkpoint_save"], "#c6dbef"],
+                ),
+                legend=alt.Legend(title=None, orient="bottom"),
+            ),
+            order=alt.Order("order:Q"),
+            tooltip=["strategy:N", "part:N", alt.Tooltip("ms:Q", format=".1f")],
+        )
+        .properties(width=width, height=30 * max(1, len(order)), title="anatomy of a save")
+    )
+
+
+def strategy_timelines(results: Mapping[str, Any], width: int = 620) -> alt.VConcatChart:
+    """The run of each strategy as a timeline (``goodputlab.charts.timeline``), stacked on one time axis.
+
+    ``results`` maps a strategy to its :class:`~goodputlab.api.RunResult`.
+    """
+    panels = []
+    for name, result in results.items():
+        led = result.ledger
+        n_saves = result.summary["checkpoints"]
+        panels.append(
+            timeline(
+                led,
+                title=f"{name}: goodput {led.goodput:.1%}, checkpoint_save {led.buckets['checkpoint_save']:.2f} s "
+                f"in {n_saves} commits",
+                width=width,
+            )
+        )
+    return alt.vconcat(*panels).resolve_scale(x="shared", color="shared")
+
+
+def goodput_vs_interval(
+    curve_rows: list[dict[str, Any]],
+    optima: Mapping[str, Mapping[str, float]] | None = None,
+    measured: list[dict[str, Any]] | None = None,
+    chosen_interval_s: float | None = None,
+    width: int = 560,
+) -> alt.LayerChart:
+    """Goodput (Daly's model) versus checkpoint interval, one curve per strategy, log-scaled interval.
+
+    ``curve_rows``: :func:`goodputlab.strategy_compare.goodput_curves`. ``optima``:
+    ``{strategy: optimum(...)}``, drawn as diamonds. ``measured``: rows
+    ``{strategy, interval_s, goodput}`` from real runs, drawn as circles.
+    ``chosen_interval_s`` draws a vertical rule (the panel's slider). Click a
+    legend entry to highlight a strategy (the selection is named ``strategy_pick``).
+    """
+    pick = alt.selection_point(name="strategy_pick", fields=["strategy"], bind="legend")
+    x = alt.X("interval_s:Q", scale=alt.Scale(type="log"), title="checkpoint interval (s of training between saves)")
+    y = alt.Y("goodput:Q", axis=alt.Axis(format="%"), title="goodput (Daly's model)")
+    color = alt.Color("strategy:N", scale=STRATEGY_SCALE, legend=alt.Legend(title="strategy"))
+    opacity = alt.condition(pick, alt.value(1.0), alt.value(0.2))
+    lines = (
+        alt.Chart(alt.InlineData(values=curve_rows))
+        .mark_line()
+        .encode(x=x, y=y, color=color, opacity=opacity, tooltip=["strategy:N", alt.Tooltip("interval_s:Q", format=".3g"), alt.Tooltip("goodput:Q", format=".1%")])
+        .add_params(pick)
+    )
+    layers = [lines]
+    if optima:
+        rows = [{"strategy": s, **o, "what": "Daly's optimum"} for s, o in optima.items()]
+        layers.append(
+            alt.Chart(alt.InlineData(values=rows))
+            .mark_point(shape="diamond", size=120, filled=True)
+            .encode(
+                x=x, y=y, color=color, opacity=opacity,
+                tooltip=["strategy:N", "what:N", alt.Tooltip("interval_s:Q", format=".3g"),
+                         alt.Tooltip("goodput:Q", format=".1%"), alt.Tooltip("save_s:Q", format=".4f")],
+            )
+        )
+    if measured:
+        layers.append(
+            alt.Chart(alt.InlineData(values=[{**m, "what": "measured run"} for m in measured]))
+            .mark_point(shape="circle", size=70, filled=False, strokeWidth=2)
+            .encode(
+                x=x, y=y, color=color, opacity=opacity,
+                tooltip=["strategy:N", "what:N", alt.Tooltip("interval_s:Q", format=".3g"), alt.Tooltip("goodput:Q", format=".1%")],
+            )
+        )
+    if chosen_interval_s:
+        layers.append(
+            alt.Chart(alt.InlineData(values=[{"interval_s": chosen_interval_s}]))
+            .mark_rule(strokeDash=[4, 3], color="#555")
+            .encode(x=x)
+        )
+    return alt.layer(*layers).properties(width=width, height=300, title="goodput versus checkpoint interval")

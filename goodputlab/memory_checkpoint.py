@@ -1,0 +1,437 @@
+"""The memory strategy: the newest snapshot in RAM outside the worker, a disk copy every k-th save.
+
+In-memory checkpointing systems keep the latest state in host memory that
+outlives the training process (another process, a peer's RAM, a node-local
+daemon), so recovering from a process crash needs no storage read, and write
+to slow storage only now and then, for failures that take the memory too.
+
+Here the RAM tier is a directory on ``/dev/shm`` (tmpfs: files in RAM) that the
+*supervisor* creates before the first worker starts and deletes when the run
+ends; the worker finds it through the ``GOODPUTLAB_MEMORY_TIER`` environment
+variable. A SIGKILL of the worker does not touch it, so the next worker restores
+from RAM. It holds two *slots*, each one full state:
+
+* ``slot-<i>.data``: every tensor's bytes back to back (64-byte aligned),
+  memory-mapped by the worker and reused by every save;
+* ``slot-<i>.meta``: ``torch.save`` of the tensor-free skeleton, the tensor
+  index (name, offset, dtype, shape) and the CRC-32 of every 4 MiB chunk of the data;
+* ``current.json``: which slot holds the newest *complete* snapshot, with the
+  sha256 of its meta file. Replaced atomically (write, then ``os.replace``).
+
+A save copies the state into the slot that is *not* current (the blocking part:
+one memcpy, or a device-to-host copy); the background writer then checksums
+it, writes its meta file and points ``current.json`` at it. A kill at any moment
+leaves ``current.json`` naming a complete, checksummed slot. Every
+``disk_every``-th save (``--memory-disk-every``), and the final state of the
+run, is also written to the disk store from the slot, in the background.
+
+Integrity: restore checks the meta file's sha256 and the data's CRC-32s (fast:
+several GB/s, and they detect accidental damage such as a stray write or a
+flipped bit; the disk tier's sha256 is the slower, stronger check). The checksums
+are computed by a helper thread while the tensors are copied out, so verifying
+costs little beyond the copy. A missing or damaged RAM
+snapshot is reported as ``ckpt_invalid`` with ``tier="memory"`` and restore
+falls back to the newest valid disk checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import mmap
+import os
+import shutil
+import tempfile
+import time
+import uuid
+import warnings
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable
+
+from .checkpoint import Checkpoint, CheckpointStore
+
+MEMORY_TIER_ENV = "GOODPUTLAB_MEMORY_TIER"
+_PREFIX = "goodputlab-mem-"
+_ALIGN = 64  # bytes; keeps every tensor's offset aligned for any dtype and for vectorised copies
+CRC_CHUNK_BYTES = 4 << 20  # the slot's bytes are checksummed in chunks of this size (see MemoryTier.load)
+CURRENT = "current.json"
+
+
+# --- the directory's lifetime (owned by the supervisor) --------------------------------------
+def memory_root() -> Path:
+    """Where RAM tiers live: ``/dev/shm`` when it exists (tmpfs), else the temporary directory."""
+    shm = Path("/dev/shm")
+    return shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+
+
+def create_memory_tier_dir(root: Path | None = None) -> Path:
+    """A fresh, empty RAM-tier directory named after this process (the supervisor)."""
+    root = root or memory_root()
+    sweep_stale_memory_tiers(root)
+    path = root / f"{_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    path.mkdir(mode=0o700)
+    return path
+
+
+def remove_memory_tier_dir(path: Path | str) -> None:
+    """Delete a RAM tier and everything in it (its memory returns to the system)."""
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def sweep_stale_memory_tiers(root: Path | None = None) -> list[Path]:
+    """Remove RAM tiers whose supervisor process no longer exists (it was killed before cleaning up)."""
+    root = root or memory_root()
+    removed = []
+    for p in root.glob(f"{_PREFIX}*"):
+        try:
+            pid = int(p.name[len(_PREFIX) :].split("-")[0])
+        except ValueError:
+            continue
+        if pid != os.getpid() and not _alive(pid):
+            remove_memory_tier_dir(p)
+            removed.append(p)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (a killed supervisor nobody has reaped yet)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")
+
+
+def open_memory_tier(strategy: str) -> MemoryTier | None:
+    """The supervisor's RAM tier for the ``memory`` strategy (from ``GOODPUTLAB_MEMORY_TIER``), else ``None``."""
+    if strategy != "memory":
+        return None
+    path = os.environ.get(MEMORY_TIER_ENV)
+    if not path:
+        raise RuntimeError(
+            "--ckpt memory needs the RAM tier that the supervisor creates "
+            f"({MEMORY_TIER_ENV} is not set; run through goodputlab.run or the CLI)"
+        )
+    return MemoryTier(path)
+
+
+# --- the two slots -----------------------------------------------------------------------------
+def _aligned(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+def _layout(tensors) -> tuple[list[dict[str, Any]], int]:
+    """Offsets of every tensor in a slot: ``([{"name", "offset", "nbytes", "dtype", "shape"}], total_bytes)``."""
+    index, offset = [], 0
+    for name, t in tensors.items():
+        nbytes = t.numel() * t.element_size()
+        index.append(
+            {"name": name, "offset": offset, "nbytes": nbytes, "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)}
+        )
+        offset += _aligned(nbytes)
+    return index, offset
+
+
+def _chunk_crcs(buf, nbytes: int, first: int = 0, last: int | None = None) -> list[int]:
+    """CRC-32 of each :data:`CRC_CHUNK_BYTES` chunk of ``buf[:nbytes]``, chunks ``first`` to ``last - 1``."""
+    n_chunks = (nbytes + CRC_CHUNK_BYTES - 1) // CRC_CHUNK_BYTES
+    last = n_chunks if last is None else last
+    with memoryview(buf) as mv:
+        return [
+            zlib.crc32(mv[i * CRC_CHUNK_BYTES : min(nbytes, (i + 1) * CRC_CHUNK_BYTES)])  # releases the GIL
+            for i in range(first, last)
+        ]
+
+
+class _MappedSlot:
+    """One slot's data file, memory-mapped read-write, with a tensor view per state tensor."""
+
+    def __init__(self, path: Path, index: list[dict[str, Any]], nbytes: int):
+        import torch
+
+        self.index, self.nbytes = index, nbytes
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            if os.fstat(fd).st_size != max(nbytes, 1):
+                os.ftruncate(fd, max(nbytes, 1))
+            self.mm = mmap.mmap(fd, max(nbytes, 1), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)  # the mapping keeps the memory; no descriptor stays open per slot
+        self.views = {}
+        for e in index:
+            dtype = getattr(torch, e["dtype"])
+            count = e["nbytes"] // dtype.itemsize
+            if count == 0:
+                self.views[e["name"]] = torch.empty(e["shape"], dtype=dtype)
+            else:
+                self.views[e["name"]] = torch.frombuffer(self.mm, dtype=dtype, count=count, offset=e["offset"]).view(e["shape"])
+
+    def matches(self, tensors) -> bool:
+        return len(tensors) == len(self.views) and all(
+            name in self.views and self.views[name].shape == t.shape and self.views[name].dtype == t.dtype
+            for name, t in tensors.items()
+        )
+
+    def close(self) -> None:
+        self.views.clear()  # the views export the mapping's buffer; drop them before closing it
+        self.mm.close()
+
+
+class MemoryTier:
+    """Two slots of training state in a RAM directory, the newest complete one named by ``current.json``.
+
+    Writers call :meth:`copy_in` (blocking: copy into the free slot) and then
+    :meth:`publish` (checksum, meta file, switch ``current.json``). Readers
+    call :meth:`load`. One writer at a time (the training worker).
+    """
+
+    def __init__(self, root: Path | str):
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise FileNotFoundError(f"RAM tier {self.root} does not exist (the supervisor creates it)")
+        self._slots: dict[int, _MappedSlot] = {}
+
+    # --- reading --------------------------------------------------------------------------
+    def current(self) -> dict[str, Any] | None:
+        """The parsed ``current.json`` (slot, step, ...) or ``None`` when no snapshot was published."""
+        try:
+            return json.loads((self.root / CURRENT).read_text())
+        except FileNotFoundError:
+            return None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return {"slot": None, "step": -1, "damaged": "current.json unreadable"}
+
+    def has_snapshot(self) -> bool:
+        return (self.root / CURRENT).exists()
+
+    def checkpoint(self) -> Checkpoint | None:
+        """The newest RAM snapshot as a :class:`Checkpoint` (``tier="memory"``), unverified."""
+        cur = self.current()
+        if cur is None:
+            return None
+        return Checkpoint(int(cur.get("step", -1)), self.root / f"slot-{cur.get('slot')}", tier="memory")
+
+    def load(self) -> tuple[Checkpoint, dict[str, Any]] | None:
+        """Verify and load the newest snapshot onto the CPU; ``None`` if there is none.
+
+        Raises ``ValueError`` naming the damage (meta file checksum, data size or
+        CRC-32, unknown dtype). The tensors are private copies: nothing the
+        training does later writes into the RAM tier.
+        """
+        import torch
+
+        from .snapshot import unflatten
+
+        cur = self.current()
+        if cur is None:
+            return None
+        if cur.get("damaged"):
+            raise ValueError(cur["damaged"])
+        slot = cur.get("slot")
+        if slot not in (0, 1):
+            raise ValueError(f"current.json names slot {slot!r}")
+        try:
+            meta_bytes = (self.root / f"slot-{slot}.meta").read_bytes()
+        except FileNotFoundError:
+            raise ValueError(f"slot-{slot}.meta missing") from None
+        if hashlib.sha256(meta_bytes).hexdigest() != cur.get("meta_sha256"):
+            raise ValueError(f"slot-{slot}.meta sha256 mismatch")
+        meta = torch.load(io.BytesIO(meta_bytes), map_location="cpu", weights_only=True)
+        nbytes = int(meta["data_bytes"])
+        data_path = self.root / f"slot-{slot}.data"
+        try:
+            size = data_path.stat().st_size
+        except FileNotFoundError:
+            raise ValueError(f"slot-{slot}.data missing") from None
+        if size < nbytes:
+            raise ValueError(f"slot-{slot}.data has {size} bytes, needs {nbytes}")
+        expected = meta["chunk_crc32"]
+        if len(expected) != (nbytes + CRC_CHUNK_BYTES - 1) // CRC_CHUNK_BYTES:
+            raise ValueError(f"slot-{slot}.meta lists {len(expected)} checksums for {nbytes} bytes")
+        tensors = {}
+        with open(data_path, "rb") as f:
+            mm = mmap.mmap(f.fileno(), max(nbytes, 1), mmap.MAP_SHARED, mmap.PROT_READ)
+        # Copy the tensors out (this thread) while a helper thread checksums the chunks already
+        # copied, which are still in the CPU cache: verification overlaps the copy instead of
+        # adding a second pass over the memory. Nothing is returned unless every chunk matches.
+        checks, view = [], None
+        try:
+            with ThreadPoolExecutor(max_workers=1) as helper:
+                submitted = 0
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)  # "buffer is not writable": we only read, then copy
+                    for e in meta["index"]:
+                        dtype = getattr(torch, e["dtype"], None)
+                        if not isinstance(dtype, torch.dtype):
+                            raise ValueError(f"unknown dtype {e['dtype']!r}")
+                        count = e["nbytes"] // dtype.itemsize
+                        if count == 0:
+                            tensors[e["name"]] = torch.empty(e["shape"], dtype=dtype)
+                            continue
+                        view = torch.frombuffer(mm, dtype=dtype, count=count, offset=e["offset"])
+                        tensors[e["name"]] = view.view(e["shape"]).clone()
+                        del view
+                        done = (e["offset"] + e["nbytes"]) // CRC_CHUNK_BYTES  # chunks wholly copied so far
+                        if done > submitted:
+                            checks.append((submitted, helper.submit(_chunk_crcs, mm, nbytes, submitted, done)))
+                            submitted = done
+                    checks.append((submitted, helper.submit(_chunk_crcs, mm, nbytes, submitted)))
+                    for first, future in checks:
+                        for i, crc in enumerate(future.result(), start=first):
+                            if crc != expected[i]:
+                                raise ValueError(f"slot-{slot}.data CRC-32 mismatch in bytes {i * CRC_CHUNK_BYTES}+")
+        finally:
+            checks.clear()
+            view = None  # a view left by an error would keep the mapping exported
+            mm.close()
+        ckpt = Checkpoint(int(meta["step"]), self.root / f"slot-{slot}", tier="memory")
+        return ckpt, unflatten(meta["skeleton"], tensors)
+
+    # --- writing --------------------------------------------------------------------------
+    def free_slot(self) -> int:
+        """The slot that does not hold the current snapshot (the one a save may overwrite)."""
+        cur = self.current()
+        return 1 if cur is not None and cur.get("slot") == 0 else 0
+
+    def copy_in(self, slot: int, tensors) -> dict:
+        """Copy ``tensors`` into ``slot`` (the blocking part of a save); returns the slot's views of them."""
+        import torch
+
+        mapped = self._slots.get(slot)
+        if mapped is None or not mapped.matches(tensors):
+            if mapped is not None:
+                mapped.close()
+            index, nbytes = _layout(tensors)
+            mapped = self._slots[slot] = _MappedSlot(self.root / f"slot-{slot}.data", index, nbytes)
+        with torch.no_grad():
+            for name, t in tensors.items():
+                mapped.views[name].copy_(t.detach())
+        return dict(mapped.views)
+
+    def publish(self, slot: int, step: int, skeleton: Any, **extra: Any) -> None:
+        """Checksum ``slot``, write its meta file and make it the current snapshot (atomic switch)."""
+        import torch
+
+        mapped = self._slots[slot]
+        meta = {
+            "step": step,
+            "skeleton": skeleton,
+            "index": mapped.index,
+            "data_bytes": mapped.nbytes,
+            "chunk_crc32": _chunk_crcs(mapped.mm, mapped.nbytes),
+        }
+        buf = io.BytesIO()
+        torch.save(meta, buf)
+        meta_bytes = buf.getvalue()
+        (self.root / f"slot-{slot}.meta").write_bytes(meta_bytes)
+        current = {
+            "slot": slot,
+            "step": step,
+            "meta_sha256": hashlib.sha256(meta_bytes).hexdigest(),
+            "data_bytes": mapped.nbytes,
+            "published_unix": time.time(),
+            **extra,
+        }
+        tmp = self.root / f".{CURRENT}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(current))
+        os.replace(tmp, self.root / CURRENT)  # tmpfs lives in RAM: atomic rename, nothing to fsync
+
+    def slot_bytes(self) -> int:
+        """Bytes of RAM the slot files take (both slots)."""
+        return sum(p.stat().st_size for p in self.root.glob("slot-*.data"))
+
+    def close(self) -> None:
+        """Unmap the slots (the files stay: they belong to the supervisor)."""
+        for mapped in self._slots.values():
+            mapped.close()
+        self._slots.clear()
+
+
+class MemoryCheckpointer:
+    """Saves to the RAM tier; every ``disk_every``-th save, and the final state, also to disk.
+
+    ``on_commit(step, tier=...)`` is called from the background writer when a
+    save is complete: ``tier="memory"`` when it is in RAM, ``"memory+disk"``
+    when it is also durable on disk, and ``"disk"`` when :meth:`finalize`
+    writes the final state to disk.
+    """
+
+    name = "memory"
+
+    def __init__(self, store: CheckpointStore, on_commit: Callable[..., None], tier: MemoryTier, disk_every: int = 4):
+        from .async_checkpoint import BackgroundWriter
+
+        if disk_every < 1:
+            raise ValueError(f"disk_every must be >= 1, got {disk_every}")
+        self.store = store
+        self.on_commit = on_commit
+        self.tier = tier
+        self.disk_every = disk_every
+        self.writer = BackgroundWriter("goodputlab-memory-ckpt")
+        cur = tier.current() or {}
+        # continue the previous worker's count, so restarts do not postpone the disk tier
+        self.saves_since_disk = int(cur.get("saves_since_disk", 0))
+        self.saves = 0
+        self._newest: tuple[int, int, Any, dict] | None = None  # (step, slot, skeleton, views)
+        self._newest_on_disk = True
+        self.last_wait_s = self.last_snapshot_s = self.last_blocking_s = 0.0
+        self.last_persist_s = 0.0
+
+    def save(self, state: dict[str, Any], step: int) -> None:
+        from .snapshot import flatten
+
+        t = time.perf_counter()
+        self.last_wait_s = self.writer.wait()
+        skeleton, tensors = flatten(state)
+        slot = self.tier.free_slot()
+        views = self.tier.copy_in(slot, tensors)
+        self.last_snapshot_s = time.perf_counter() - t - self.last_wait_s
+        self.saves_since_disk += 1
+        to_disk = self.saves_since_disk >= self.disk_every
+        if to_disk:
+            self.saves_since_disk = 0
+        self._newest = (step, slot, skeleton, views)
+        self._newest_on_disk = to_disk
+        since_disk = self.saves_since_disk
+        self.writer.submit(lambda: self._publish(slot, step, skeleton, views, to_disk, since_disk))
+        self.last_blocking_s = time.perf_counter() - t
+        self.saves += 1
+
+    def _publish(self, slot: int, step: int, skeleton: Any, views: dict, to_disk: bool, since_disk: int) -> None:
+        from .snapshot import unflatten
+
+        t = time.perf_counter()
+        self.tier.publish(slot, step, skeleton, saves_since_disk=since_disk)
+        if to_disk:
+            self.store.save(unflatten(skeleton, views), step)
+        self.last_persist_s = time.perf_counter() - t
+        self.on_commit(step, tier="memory+disk" if to_disk else "memory")
+
+    @property
+    def in_flight(self) -> bool:
+        return self.writer.busy
+
+    def finalize(self) -> None:
+        """Wait for the save in flight, then make sure the newest state is on disk too."""
+        from .snapshot import unflatten
+
+        self.writer.wait()
+        if self._newest is not None and not self._newest_on_disk:
+            step, _, skeleton, views = self._newest
+            self.store.save(unflatten(skeleton, views), step)
+            self._newest_on_disk = True
+            self.on_commit(step, tier="disk")
+
+    def close(self) -> None:
+        self.writer.close()
+        self._newest = None
+        self.tier.close()
