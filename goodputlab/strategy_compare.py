@@ -44,27 +44,13 @@ def run_strategies(
     return {s: run(config.replace(ckpt=s), out=out_root / s, progress=progress) for s in strategies}
 
 
-def _phase_durations(events: list[dict], kind: str) -> list[float]:
-    """Durations (seconds) of every phase of ``kind``: from it to the next phase event of the same attempt."""
-    phases = [e for e in sorted(events, key=lambda e: e["t"]) if e["kind"] in E.PHASES]
-    out = []
-    for i, e in enumerate(phases):
-        if e["kind"] != kind:
-            continue
-        # the supervisor writes its events (a failure, the end) under the attempt it is running
-        nxt = next((n for n in phases[i + 1 :] if n["attempt"] == e["attempt"]), None)
-        if nxt is not None:
-            out.append(nxt["t"] - e["t"])
-    return out
-
-
 def save_cost_s(result) -> float:
     """Median blocking time of a save in a run, seconds (``ckpt_save`` phases).
 
     The run's final save is left out: it also waits until the state is durable
     (the run ends there), which no save in the middle of training does.
     """
-    durations = _phase_durations(result.events, E.W_CKPT_SAVE)
+    durations = [seg.duration for seg in result.ledger.segments if seg.kind == E.W_CKPT_SAVE]
     if len(durations) > 1:
         durations = durations[:-1]
     return statistics.median(durations) if durations else 0.0

@@ -1,7 +1,6 @@
 """The CLI as a user runs it: real subprocesses, real exit codes."""
 
 import json
-import os
 import signal
 import subprocess
 import time

@@ -1,6 +1,5 @@
 """End to end with real processes: kills, restarts, exact resume, closure of the ledger."""
 
-import os
 import time
 from pathlib import Path
 
@@ -10,7 +9,7 @@ from goodputlab import categories as C
 from goodputlab.checkpoint import CheckpointStore
 from goodputlab.config import RunConfig
 from goodputlab.events import read_events
-from goodputlab.ledger import build_ledger, surviving_samples
+from goodputlab.ledger import surviving_samples
 from goodputlab.supervisor import run_supervised
 
 from conftest import KILLS, RESUME_SETTINGS, real_run

@@ -8,8 +8,13 @@ would pass while the panel is broken.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Callable
+
 import altair as alt
 import ipywidgets as W
+
+from ..errors import ConfigError
 
 
 def chart_widget(chart: alt.TopLevelMixin) -> alt.JupyterChart:
@@ -30,6 +35,43 @@ def set_big_number(widget: W.HTML, label: str, value: str, note: str = "") -> No
     )
 
 
+class RunControls:
+    """The Run button, progress bar and status line of a panel that starts real runs."""
+
+    def __init__(self, steps: int):
+        self.button = W.Button(description="Run", button_style="primary", icon="play")
+        self.progress = W.IntProgress(value=0, min=0, max=steps, description="steps")
+        self.status = W.Label(value="")
+        self.widget = W.HBox([self.button, self.progress, self.status])
+
+    def on_progress(self, p) -> None:
+        """Follow a run (a :class:`goodputlab.supervisor.Progress`): the bar falls back after a failure."""
+        self.progress.value = p.steps_done
+        self.status.value = f"attempt {p.attempt}, failures {p.failures}: {p.phase}"
+
+    def run(self, make_config: Callable, out: Path):
+        """Build the config and run it with the button disabled; ``(config, result)``, or None on bad input.
+
+        A bad combination of controls is reported in the status line, not raised:
+        it comes from a reader moving sliders, not from a bug.
+        """
+        from ..api import run
+
+        try:
+            config = make_config()
+        except ConfigError as e:
+            self.status.value = f"not run: {e}"
+            return None
+        self.button.disabled = True
+        self.progress.value = 0
+        self.status.value = "starting..."
+        try:
+            result = run(config, out=out, progress=self.on_progress)
+        finally:
+            self.button.disabled = False
+        return config, result
+
+
 from .run_panel import RunPanel  # noqa: E402
 
-__all__ = ["RunPanel", "big_number", "chart_widget", "set_big_number"]
+__all__ = ["RunControls", "RunPanel", "big_number", "chart_widget", "set_big_number"]

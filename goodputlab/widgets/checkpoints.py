@@ -12,13 +12,11 @@ import altair as alt
 import ipywidgets as W
 
 from .. import strategy_compare as sc
-from ..api import RunResult, run
+from ..api import RunResult
 from ..charts.checkpoints import goodput_vs_interval
 from ..config import CHECKPOINT_STRATEGIES, RunConfig
-from ..errors import ConfigError
-from ..supervisor import Progress
 from ..workload import PRESETS
-from . import big_number, chart_widget, set_big_number
+from . import RunControls, big_number, chart_widget, set_big_number
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=620, height=60)
 DEFAULT_RESTART_S = 2.5
@@ -61,9 +59,8 @@ class CheckpointPanel:
         )
         self.ckpt_every = W.IntSlider(value=20, min=1, max=max(10, steps), description="checkpoint every (steps)", style=style, layout=layout)
         self.mtbf = W.FloatSlider(value=4.0, min=0.5, max=60.0, step=0.5, description="MTBF (s)", style=style, layout=layout)
-        self.button = W.Button(description="Run", button_style="primary", icon="play")
-        self.progress = W.IntProgress(value=0, min=0, max=steps, description="steps")
-        self.status = W.Label(value="")
+        self.controls = RunControls(steps)
+        self.button, self.progress, self.status = self.controls.button, self.controls.progress, self.controls.status
         self.headline = big_number("goodput")
         self.curves = chart_widget(_EMPTY)
         self.timeline = chart_widget(_EMPTY)
@@ -74,7 +71,7 @@ class CheckpointPanel:
             [
                 self.strategy,
                 W.HBox([W.VBox([self.model, self.ckpt_every]), W.VBox([self.mtbf])]),
-                W.HBox([self.button, self.progress, self.status]),
+                self.controls.widget,
                 self.headline,
                 self.curves,
                 self.timeline,
@@ -131,18 +128,10 @@ class CheckpointPanel:
     # --- running ---------------------------------------------------------------------------
     def run_once(self) -> RunResult | None:
         """Run the experiment the controls describe, record its point and redraw; None on bad input."""
-        try:
-            config = self.config()
-        except ConfigError as e:
-            self.status.value = f"not run: {e}"
+        started = self.controls.run(self.config, self.out_root / f"run-{len(self.measured) + 1:03d}")
+        if started is None:
             return None
-        self.button.disabled = True
-        self.progress.value = 0
-        out = self.out_root / f"run-{len(self.measured) + 1:03d}"
-        try:
-            result = run(config, out=out, progress=self._on_progress)
-        finally:
-            self.button.disabled = False
+        config, result = started
         self.result = result
         model = config.model
         rows = result.per_step()
@@ -158,9 +147,6 @@ class CheckpointPanel:
         self.redraw()
         return result
 
-    def _on_progress(self, p: Progress) -> None:
-        self.progress.value = p.steps_done
-        self.status.value = f"attempt {p.attempt}, failures {p.failures}: {p.phase}"
 
     def redraw(self) -> None:
         """Headline, curves and the latest run's timeline."""

@@ -11,12 +11,11 @@ import altair as alt
 import ipywidgets as W
 
 from .. import pipeline as P
-from ..api import RunResult, run
+from ..api import RunResult
 from ..charts.pipeline import depth_curve, model_vs_measured, zoomed_timeline
 from ..config import RunConfig
 from ..errors import ConfigError
-from ..supervisor import Progress
-from . import big_number, chart_widget, set_big_number
+from . import RunControls, big_number, chart_widget, set_big_number
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=620, height=60)
 _STYLE = {"description_width": "170px"}
@@ -46,9 +45,8 @@ class PipelinePanel:
         self.transform_ms = W.FloatSlider(value=5.0, min=0.0, max=60.0, step=1.0, description="transform (ms CPU)", style=_STYLE, layout=_LAYOUT)
         self.workers = W.IntSlider(value=0, min=0, max=8, description="loader workers", style=_STYLE, layout=_LAYOUT)
         self.prefetch = W.IntSlider(value=2, min=1, max=16, description="prefetch per worker", style=_STYLE, layout=_LAYOUT, disabled=True)
-        self.button = W.Button(description="Run", button_style="primary", icon="play")
-        self.progress = W.IntProgress(value=0, min=0, max=steps, description="steps")
-        self.status = W.Label(value="")
+        self.controls = RunControls(steps)
+        self.button, self.progress, self.status = self.controls.button, self.controls.progress, self.controls.status
         self.model_line = W.HTML()
         self.headline = big_number("data wait")
         self.timeline = chart_widget(_EMPTY)
@@ -63,7 +61,7 @@ class PipelinePanel:
             [
                 W.HBox([W.VBox([self.io_latency_ms, self.io_jitter, self.transform_ms]), W.VBox([self.workers, self.prefetch])]),
                 self.model_line,
-                W.HBox([self.button, self.progress, self.status]),
+                self.controls.widget,
                 self.headline,
                 self.timeline,
                 self.comparison,
@@ -118,19 +116,11 @@ class PipelinePanel:
     # --- running ----------------------------------------------------------------------------
     def run_once(self) -> RunResult | None:
         """Run the configuration the controls describe, then redraw; None on bad input."""
-        try:
-            config = self.config()
-        except ConfigError as e:
-            self.status.value = f"not run: {e}"
-            return None
-        self.button.disabled = True
-        self.progress.value = 0
-        self.status.value = "starting..."
         out = self.out_root / f"run-{len(self.history) + 1:03d}"
-        try:
-            result = run(config, out=out, progress=self._on_progress)
-        finally:
-            self.button.disabled = False
+        started = self.controls.run(self.config, out)
+        if started is None:
+            return None
+        config, result = started
         measured = P.loop_stats(result)
         predicted = self.predict(config)
         self.result = result
@@ -149,9 +139,6 @@ class PipelinePanel:
         self.redraw()
         return result
 
-    def _on_progress(self, p: Progress) -> None:
-        self.progress.value = p.steps_done
-        self.status.value = f"attempt {p.attempt}: {p.phase}"
 
     def _forget_old_runs(self) -> None:
         while len(self.history) > self.history_size:

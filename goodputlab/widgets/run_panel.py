@@ -12,11 +12,9 @@ import altair as alt
 import ipywidgets as W
 
 from .. import charts
-from ..api import RunResult, run
+from ..api import RunResult
 from ..config import RunConfig
-from ..errors import ConfigError
-from ..supervisor import Progress
-from . import big_number, chart_widget, set_big_number
+from . import RunControls, big_number, chart_widget, set_big_number
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=680, height=60)
 
@@ -49,9 +47,8 @@ class RunPanel:
         self.io_latency_ms = W.FloatSlider(
             value=10.0, min=0.0, max=60.0, step=1.0, description="storage latency (ms)", style=style, layout=layout
         )
-        self.button = W.Button(description="Run", button_style="primary", icon="play")
-        self.progress = W.IntProgress(value=0, min=0, max=steps, description="steps")
-        self.status = W.Label(value="")
+        self.controls = RunControls(steps)
+        self.button, self.progress, self.status = self.controls.button, self.controls.progress, self.controls.status
         self.headline = big_number("goodput")
         self.timeline = chart_widget(_EMPTY)
         self.breakdown = chart_widget(_EMPTY)
@@ -62,7 +59,7 @@ class RunPanel:
         self.widget = W.VBox(
             [
                 W.HBox([W.VBox([self.ckpt_every, self.mtbf]), W.VBox([self.workers, self.prefetch, self.io_latency_ms])]),
-                W.HBox([self.button, self.progress, self.status]),
+                self.controls.widget,
                 self.headline,
                 self.timeline,
                 self.breakdown,
@@ -94,28 +91,16 @@ class RunPanel:
     # --- running ----------------------------------------------------------------------------
     def run_once(self) -> RunResult | None:
         """Run the experiment the controls describe and redraw; returns its result (None on bad input)."""
-        try:
-            config = self.config()
-        except ConfigError as e:
-            self.status.value = f"not run: {e}"
+        started = self.controls.run(self.config, self.out_root / f"run-{len(self.history) + 1:03d}")
+        if started is None:
             return None
-        self.button.disabled = True
-        self.progress.value = 0
-        self.status.value = "starting..."
-        out = self.out_root / f"run-{len(self.history) + 1:03d}"
-        try:
-            result = run(config, out=out, progress=self._on_progress)
-        finally:
-            self.button.disabled = False
+        config, result = started
         self.result = result
         self.history.append((self.label(config), result.summary))
         self._forget_old_runs()
         self.redraw()
         return result
 
-    def _on_progress(self, p: Progress) -> None:
-        self.progress.value = p.steps_done
-        self.status.value = f"attempt {p.attempt}, failures {p.failures}: {p.phase}"
 
     def _forget_old_runs(self) -> None:
         keep = len(self.history) - self.history_size
