@@ -110,3 +110,14 @@ def chart_rows(chart) -> list[dict]:
 
     collect(spec)
     return rows
+
+
+def widget_views(notebook) -> list[dict]:
+    """The outputs of an executed notebook that display a widget (charts, panels, progress bars)."""
+    return [
+        o
+        for c in notebook.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+    ]

@@ -2,6 +2,8 @@
 
 import pytest
 
+from conftest import widget_views
+
 pytestmark = pytest.mark.notebooks
 
 CHAPTER = "book/01_what_is_goodput.ipynb"
@@ -19,11 +21,4 @@ def test_chapter_1_figures(executed_notebook):
 
 def test_chapter_1_draws_its_charts(executed_notebook):
     nb, _, _ = executed_notebook(CHAPTER)
-    widget_outputs = [
-        o
-        for c in nb.cells
-        if c.cell_type == "code"
-        for o in c.get("outputs", [])
-        if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
-    ]
-    assert len(widget_outputs) >= 5  # progress bar, timeline, breakdown, loss, comparison, panel
+    assert len(widget_views(nb)) >= 5  # progress bar, timeline, breakdown, loss, comparison, panel

@@ -4,6 +4,8 @@ import math
 
 import pytest
 
+from conftest import widget_views
+
 pytestmark = pytest.mark.notebooks
 
 CHAPTER = "book/02_failures_at_scale.ipynb"
@@ -29,11 +31,4 @@ def test_chapter_2_figures(executed_notebook):
 
 def test_chapter_2_draws_its_charts(executed_notebook):
     nb, _, _ = executed_notebook(CHAPTER)
-    widget_outputs = [
-        o
-        for c in nb.cells
-        if c.cell_type == "code"
-        for o in c.get("outputs", [])
-        if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
-    ]
-    assert len(widget_outputs) >= 5  # MTBF law, causes, breakdown, grid, panel
+    assert len(widget_views(nb)) >= 5  # MTBF law, causes, breakdown, grid, panel

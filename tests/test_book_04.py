@@ -4,6 +4,8 @@ import itertools
 
 import pytest
 
+from conftest import widget_views
+
 pytestmark = pytest.mark.notebooks
 
 CHAPTER = "book/04_cheap_checkpoints.ipynb"
@@ -30,11 +32,4 @@ def test_chapter_4_figures(executed_notebook):
 
 def test_chapter_4_draws_its_charts(executed_notebook):
     nb, _, _ = executed_notebook(CHAPTER)
-    widget_outputs = [
-        o
-        for c in nb.cells
-        if c.cell_type == "code"
-        for o in c.get("outputs", [])
-        if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
-    ]
-    assert len(widget_outputs) >= 5  # anatomy, timelines, breakdown, curves, the panel
+    assert len(widget_views(nb)) >= 5  # anatomy, timelines, breakdown, curves, the panel

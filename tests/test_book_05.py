@@ -4,6 +4,8 @@ import pytest
 
 from goodputlab.pipeline import emulated_latencies
 
+from conftest import widget_views
+
 pytestmark = pytest.mark.notebooks
 
 CHAPTER = "book/05_input_pipeline.ipynb"
@@ -49,11 +51,4 @@ def test_chapter_5_restarts_start_cold_pipelines(executed_notebook):
 
 def test_chapter_5_draws_its_charts(executed_notebook):
     nb, _, _ = executed_notebook(CHAPTER)
-    widget_outputs = [
-        o
-        for c in nb.cells
-        if c.cell_type == "code"
-        for o in c.get("outputs", [])
-        if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
-    ]
-    assert len(widget_outputs) >= 6  # anatomy, timelines, depth curve, panel, calculator, restart timeline
+    assert len(widget_views(nb)) >= 6  # anatomy, timelines, depth curve, panel, calculator, restart timeline
