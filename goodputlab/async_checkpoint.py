@@ -26,92 +26,26 @@ longest GIL hold by the writer and the training-step slowdown while it runs.
 
 from __future__ import annotations
 
-import queue
-import threading
 import time
 from typing import Any, Callable
 
+from .background import BackgroundCheckpointer
 from .checkpoint import CheckpointStore
 from .snapshot import HostBuffers, flatten, unflatten
 
 
-class BackgroundWriter:
-    """One daemon thread that runs one job at a time: at most one save in flight.
-
-    :meth:`submit` waits for the previous job first. An exception raised by a
-    job is kept and re-raised by the next :meth:`wait` (so a failed persist
-    stops training loudly instead of passing unnoticed).
-    """
-
-    def __init__(self, name: str):
-        self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=1)
-        self._idle = threading.Event()
-        self._idle.set()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            try:
-                job()
-            except BaseException as e:  # kept for the training thread, which decides what to do
-                self._error = e
-            finally:
-                self._idle.set()
-
-    @property
-    def busy(self) -> bool:
-        """A job is queued or running."""
-        return not self._idle.is_set()
-
-    def wait(self) -> float:
-        """Block until no job is in flight; returns the seconds waited. Re-raises a job's error."""
-        t = time.perf_counter()
-        self._idle.wait()
-        waited = time.perf_counter() - t
-        if self._error is not None:
-            err, self._error = self._error, None
-            raise RuntimeError(f"a background checkpoint write failed: {err}") from err
-        return waited
-
-    def submit(self, job: Callable[[], None]) -> float:
-        """Run ``job`` in the background after the previous one; returns the seconds waited for it."""
-        waited = self.wait()
-        self._idle.clear()
-        self._jobs.put(job)
-        return waited
-
-    def close(self) -> None:
-        """Finish the job in flight and stop the thread."""
-        self._idle.wait()
-        self._jobs.put(None)
-        self._thread.join()
-
-
-class AsyncCheckpointer:
+class AsyncCheckpointer(BackgroundCheckpointer):
     """Snapshot into reusable host buffers, persist in a background thread.
 
     ``on_commit(step, tier="disk")`` is called from the background thread once
-    a checkpoint is durable. Timing of the latest save, in seconds:
-    ``last_wait_s`` (waiting for the previous persist), ``last_snapshot_s``
-    (the copy), ``last_blocking_s`` (their sum: what training waited) and
-    ``last_persist_s`` (serialise + write + fsync + commit, in the background).
+    a checkpoint is durable; ``last_persist_s`` is serialise + write + fsync + commit.
     """
 
     name = "async"
 
     def __init__(self, store: CheckpointStore, on_commit: Callable[..., None], pin_memory: bool = True):
-        self.store = store
-        self.on_commit = on_commit
+        super().__init__(store, on_commit, "goodputlab-async-ckpt")
         self.buffers = HostBuffers(pin=pin_memory)
-        self.writer = BackgroundWriter("goodputlab-async-ckpt")
-        self.saves = 0
-        self.last_wait_s = self.last_snapshot_s = self.last_blocking_s = 0.0
-        self.last_persist_s = 0.0
 
     def save(self, state: dict[str, Any], step: int) -> None:
         """Snapshot ``state`` (the state after ``step`` steps) and start persisting it."""
@@ -130,16 +64,7 @@ class AsyncCheckpointer:
         self.last_persist_s = time.perf_counter() - t
         self.on_commit(step, tier="disk")
 
-    @property
-    def in_flight(self) -> bool:
-        """A persist is still running."""
-        return self.writer.busy
-
-    def finalize(self) -> None:
-        """Wait until the newest save is durable."""
-        self.writer.wait()
-
     def close(self) -> None:
         """Finish the save in flight, stop the writer thread and free the buffers."""
-        self.writer.close()
+        super().close()
         self.buffers.release()

@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 import torch
 
-from .async_checkpoint import BackgroundWriter
+from .background import BackgroundCheckpointer
 from .checkpoint import LAYOUT_DCP, CheckpointStore
 from .snapshot import flatten, unflatten
 
@@ -51,25 +51,19 @@ def _dcp():
     return dcp
 
 
-class DcpCheckpointer:
+class DcpCheckpointer(BackgroundCheckpointer):
     """Saves with ``dcp.async_save`` (thread-based upload), sealed by the store's manifest.
 
     ``on_commit(step, tier="disk")`` is called from the background writer once
-    the checkpoint is durable and listed in its manifest. Timing of the latest
-    save, in seconds: ``last_wait_s``, ``last_snapshot_s`` (DCP's staging and
-    planning), ``last_blocking_s`` (their sum) and ``last_persist_s``.
+    the checkpoint is durable and listed in its manifest; ``last_snapshot_s`` is
+    DCP's staging and planning.
     """
 
     name = "dcp"
 
     def __init__(self, store: CheckpointStore, on_commit: Callable[..., None]):
         _dcp()  # import DCP now (about a second), not inside the first save's blocking time
-        self.store = store
-        self.on_commit = on_commit
-        self.writer = BackgroundWriter("goodputlab-dcp-ckpt")
-        self.saves = 0
-        self.last_wait_s = self.last_snapshot_s = self.last_blocking_s = 0.0
-        self.last_persist_s = 0.0
+        super().__init__(store, on_commit, "goodputlab-dcp-ckpt")
 
     def save(self, state: dict[str, Any], step: int) -> None:
         t = time.perf_counter()
@@ -95,17 +89,6 @@ class DcpCheckpointer:
         self.store.commit_files(tmp, step, LAYOUT_DCP)
         self.last_persist_s = time.perf_counter() - started
         self.on_commit(step, tier="disk")
-
-    @property
-    def in_flight(self) -> bool:
-        return self.writer.busy
-
-    def finalize(self) -> None:
-        """Wait until the newest save is durable."""
-        self.writer.wait()
-
-    def close(self) -> None:
-        self.writer.close()
 
 
 # --- restore ---------------------------------------------------------------------------------

@@ -51,6 +51,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
+from .background import BackgroundCheckpointer
 from .checkpoint import Checkpoint, CheckpointStore
 
 MEMORY_TIER_ENV = "GOODPUTLAB_MEMORY_TIER"
@@ -356,7 +357,7 @@ class MemoryTier:
         self._slots.clear()
 
 
-class MemoryCheckpointer:
+class MemoryCheckpointer(BackgroundCheckpointer):
     """Saves to the RAM tier; every ``disk_every``-th save, and the final state, also to disk.
 
     ``on_commit(step, tier=...)`` is called from the background writer when a
@@ -368,23 +369,16 @@ class MemoryCheckpointer:
     name = "memory"
 
     def __init__(self, store: CheckpointStore, on_commit: Callable[..., None], tier: MemoryTier, disk_every: int = 4):
-        from .async_checkpoint import BackgroundWriter
-
         if disk_every < 1:
             raise ValueError(f"disk_every must be >= 1, got {disk_every}")
-        self.store = store
-        self.on_commit = on_commit
+        super().__init__(store, on_commit, "goodputlab-memory-ckpt")
         self.tier = tier
         self.disk_every = disk_every
-        self.writer = BackgroundWriter("goodputlab-memory-ckpt")
         cur = tier.current() or {}
         # continue the previous worker's count, so restarts do not postpone the disk tier
         self.saves_since_disk = int(cur.get("saves_since_disk", 0))
-        self.saves = 0
         self._newest: tuple[int, int, Any, dict] | None = None  # (step, slot, skeleton, views)
         self._newest_on_disk = True
-        self.last_wait_s = self.last_snapshot_s = self.last_blocking_s = 0.0
-        self.last_persist_s = 0.0
 
     def save(self, state: dict[str, Any], step: int) -> None:
         from .snapshot import flatten
@@ -416,10 +410,6 @@ class MemoryCheckpointer:
         self.last_persist_s = time.perf_counter() - t
         self.on_commit(step, tier="memory+disk" if to_disk else "memory")
 
-    @property
-    def in_flight(self) -> bool:
-        return self.writer.busy
-
     def finalize(self) -> None:
         """Wait for the save in flight, then make sure the newest state is on disk too."""
         from .snapshot import unflatten
@@ -432,6 +422,6 @@ class MemoryCheckpointer:
             self.on_commit(step, tier="disk")
 
     def close(self) -> None:
-        self.writer.close()
+        super().close()
         self._newest = None
         self.tier.close()

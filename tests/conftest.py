@@ -94,19 +94,22 @@ def executed_notebook(tmp_path_factory):
 
 
 def chart_rows(chart) -> list[dict]:
-    """The data rows of an Altair chart (inline, or consolidated into top-level datasets)."""
-    spec = chart.to_dict()
-    rows = []
+    """Every data row of an Altair chart or Vega-Lite spec: named datasets (where Altair moves
+    inline data) and inline values in any layer or concat member."""
+    spec = chart if isinstance(chart, dict) else chart.to_dict()
+    rows = [row for values in spec.get("datasets", {}).values() for row in values]
 
     def collect(node):
-        data = node.get("data")
-        if isinstance(data, dict):
-            if "values" in data:
+        if isinstance(node, dict):
+            data = node.get("data")
+            if isinstance(data, dict) and "values" in data:
                 rows.extend(data["values"])
-            elif "name" in data and data["name"] in spec.get("datasets", {}):
-                rows.extend(spec["datasets"][data["name"]])
-        for layer in node.get("layer", []) + node.get("hconcat", []) + node.get("vconcat", []):
-            collect(layer)
+            for key, value in node.items():
+                if key not in ("data", "datasets"):
+                    collect(value)
+        elif isinstance(node, list):
+            for value in node:
+                collect(value)
 
     collect(spec)
     return rows

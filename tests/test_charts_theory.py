@@ -10,16 +10,10 @@ from goodputlab.charts import theory as tc
 from goodputlab.errors import ConfigError
 from goodputlab.theory import RunTimings
 
+from conftest import chart_rows
+
 M = theory.WORKED_EXAMPLE_MTBF_S
 LAB = RunTimings(compute_s=0.02, data_wait_s=0.001, save_s=0.025, launch_s=3.0, restore_s=0.02, relaunch_delay_s=0.5)
-
-
-def rows_of(chart):
-    spec = chart.to_dict()
-    rows = [row for values in spec.get("datasets", {}).values() for row in values]
-    for part in [spec, *spec.get("layer", [])]:
-        rows += part.get("data", {}).get("values", [])
-    return rows
 
 
 def params_of(chart):
@@ -51,18 +45,18 @@ def test_interval_curve_rejects_a_bad_range():
 def test_goodput_curve_marks_both_optima_and_names_its_selection():
     chart = tc.goodput_curve(60.0, 600.0, M, chosen_interval_s=1800.0)
     assert params_of(chart) == ["model_pick"]
-    rules = {r["name"]: r["x"] for r in rows_of(chart) if r.get("name") in ("Young", "Daly")}
+    rules = {r["name"]: r["x"] for r in chart_rows(chart) if r.get("name") in ("Young", "Daly")}
     assert rules["Young"] == pytest.approx(math.sqrt(2 * 60 * M) / 60)
     assert rules["Daly"] == pytest.approx(theory.daly_interval(60, M) / 60)
     # free saves: nothing to mark on a log axis (both optima are 0)
     assert tc.optima_rows(0.0, M) == []
-    assert not [r for r in rows_of(tc.goodput_curve(0.0, 0.0, M)) if r.get("name") in ("Young", "Daly")]
+    assert not [r for r in chart_rows(tc.goodput_curve(0.0, 0.0, M)) if r.get("name") in ("Young", "Daly")]
 
 
 def test_lab_curve_has_the_model_band_and_measured_points():
     measured = [{"ckpt_every": 25, "measured": 0.4, "measured_min": 0.3, "measured_max": 0.5}]
     chart = tc.lab_goodput_curve(LAB, 400, 8.0, measured=measured, runs_per_point=4)
-    rows = rows_of(chart)
+    rows = chart_rows(chart)
     lab = [r for r in rows if r.get("model") == "lab model"]
     assert lab[0]["ckpt_every"] == 1 and lab[-1]["ckpt_every"] == 400
     p = theory.predict_run(LAB, 400, 1, 8.0)
@@ -84,14 +78,14 @@ def test_breakdown_side_by_side_uses_the_ledger_colours():
     spec = chart.to_dict()
     assert spec["encoding"]["color"]["scale"]["range"] == [COLORS[c] for c in CATEGORIES]
     assert params_of(chart) == ["category_pick"]
-    assert {r["run"] for r in rows_of(chart)} == {"measured", "model"}
-    assert sum(r["share"] for r in rows_of(chart) if r["run"] == "measured") == pytest.approx(1.0)
+    assert {r["run"] for r in chart_rows(chart)} == {"measured", "model"}
+    assert sum(r["share"] for r in chart_rows(chart) if r["run"] == "measured") == pytest.approx(1.0)
 
 
 def test_cause_chart_is_table_5():
     chart = tc.cause_chart()
     assert params_of(chart) == ["component_pick"]
-    rows = rows_of(chart)
+    rows = chart_rows(chart)
     assert sum(r["count"] for r in rows) == 419
     assert "419 unexpected" in chart.to_dict()["title"]
 
@@ -102,14 +96,14 @@ def test_cluster_mtbf_is_one_over_n():
     assert rows[2]["failures_per_day"] == pytest.approx(24)
     chart = tc.cluster_mtbf_chart([1e8, 2e8], highlight_devices=4096)
     assert params_of(chart) == ["size_hover"]
-    llama = [r for r in rows_of(chart) if "Llama 3" in str(r.get("label", ""))]
+    llama = [r for r in chart_rows(chart) if "Llama 3" in str(r.get("label", ""))]
     assert llama[0]["job_mtbf_h"] == pytest.approx(theory.llama3_mtbf_s() / 3600)
-    assert len([r for r in rows_of(chart) if r.get("devices") == 4096 and "device MTBF" not in r]) == 2
+    assert len([r for r in chart_rows(chart) if r.get("devices") == 4096 and "device MTBF" not in r]) == 2
 
 
 def test_cost_grid_chart_outlines_cells_above_the_threshold():
     grid = theory.llama3_cost_grid([600, 7200], [300, 1800], save_s=5.0)
     assert [r["x_label"] for r in grid[:2]] == ["10 min", "2 h"]
     assert grid[0]["goodput"] == pytest.approx(theory.daly_goodput(600, 5.0, 300, theory.llama3_mtbf_s()))
-    rows = rows_of(tc.goodput_grid_chart(grid, threshold=0.9))
+    rows = chart_rows(tc.goodput_grid_chart(grid, threshold=0.9))
     assert sum(r["meets"] for r in rows) == sum(g["goodput"] >= 0.9 for g in grid) == 1

@@ -7,25 +7,9 @@ from goodputlab.errors import ConfigError
 from goodputlab.strategy_compare import goodput_curves, optimum, save_cost_s, step_s
 from goodputlab.widgets.checkpoints import DEFAULT_RESTART_S, CheckpointPanel
 
+from conftest import chart_rows
+
 COSTS = {"sync": 0.040, "async": 0.004, "dcp": 0.020, "memory": 0.002}
-
-
-def _rows(chart):
-    spec = chart.to_dict()
-    rows = []
-
-    def collect(node):
-        data = node.get("data")
-        if isinstance(data, dict):
-            if "values" in data:
-                rows.extend(data["values"])
-            elif data.get("name") in spec.get("datasets", {}):
-                rows.extend(spec["datasets"][data["name"]])
-        for sub in node.get("layer", []) + node.get("vconcat", []) + node.get("hconcat", []):
-            collect(sub)
-
-    collect(spec)
-    return rows
 
 
 @pytest.fixture(scope="module")
@@ -55,14 +39,14 @@ def test_curves_follow_the_controls_without_a_run():
     p = CheckpointPanel(steps=40, models=("tiny",), save_costs={"tiny": COSTS})
     p.mtbf.value = 10.0
     p.redraw_theory()
-    rows = _rows(p.curves.chart)
+    rows = chart_rows(p.curves.chart)
     diamonds = {r["strategy"]: r for r in rows if r.get("what") == "Daly's optimum"}
     assert set(diamonds) == set(COSTS)
     assert diamonds["memory"]["interval_s"] < diamonds["async"]["interval_s"] < diamonds["dcp"]["interval_s"] < diamonds["sync"]["interval_s"]
     assert diamonds["memory"]["goodput"] > diamonds["sync"]["goodput"]
     assert diamonds["sync"]["interval_s"] == pytest.approx(optimum(COSTS["sync"], DEFAULT_RESTART_S, 10.0)["interval_s"])
     p.mtbf.value = 20.0  # the observer redraws; a longer MTBF moves every optimum right
-    diamonds_20 = {r["strategy"]: r for r in _rows(p.curves.chart) if r.get("what") == "Daly's optimum"}
+    diamonds_20 = {r["strategy"]: r for r in chart_rows(p.curves.chart) if r.get("what") == "Daly's optimum"}
     assert all(diamonds_20[s]["interval_s"] > diamonds[s]["interval_s"] for s in COSTS)
     assert "strategy_pick" in p.curves.chart.to_json()  # the named legend selection
 
@@ -77,10 +61,10 @@ def test_run_adds_a_measured_point_and_learns_costs(panel):
     assert panel.costs_for("tiny")["memory"] == pytest.approx(save_cost_s(r))  # the run's own measurement
     assert panel.restart_s["tiny"] > 0 and panel.step_s["tiny"] > 0
     assert panel.chosen_interval_s() == pytest.approx(5 * panel.step_s["tiny"])
-    rows = _rows(panel.curves.chart)
+    rows = chart_rows(panel.curves.chart)
     assert any(row.get("what") == "measured run" and row["strategy"] == "memory" for row in rows)
     assert "memory" in panel.headline.value and panel.status.value == "done"
-    assert _rows(panel.timeline.chart)  # the run's timeline is drawn
+    assert chart_rows(panel.timeline.chart)  # the run's timeline is drawn
 
 
 def test_save_costs_are_measured_when_not_given(tmp_path):
@@ -92,7 +76,7 @@ def test_save_costs_are_measured_when_not_given(tmp_path):
 
 def test_charts_of_the_chapter(panel):
     rows = [{"strategy": "sync", "blocking_s": 0.1, "durable_s": 0.1}, {"strategy": "async", "blocking_s": 0.01, "durable_s": 0.12}]
-    anatomy = _rows(save_anatomy(rows))
+    anatomy = chart_rows(save_anatomy(rows))
     assert {(r["strategy"], r["part"]): r["ms"] for r in anatomy}[("async", "background (persist)")] == pytest.approx(110)
     curves = goodput_curves(COSTS, 2.0, 10.0, [0.1, 1.0, 10.0])
     assert len(curves) == 12 and all(0 < r["goodput"] < 1 for r in curves)

@@ -7,24 +7,9 @@ from goodputlab.errors import ConfigError
 from goodputlab.pipeline import Calibration, LoopStats, StallAnatomy
 from goodputlab.widgets.pipeline import DepthCalculator, PipelinePanel
 
+from conftest import chart_rows
+
 CALIBRATION = Calibration(step_s=0.015, read_s=0.0004, handoff_s=0.001)
-
-
-def _values(spec):
-    """The inline data rows of every layer / concat member of a Vega-Lite spec."""
-    found = []
-    if isinstance(spec, dict):
-        for rows in spec.get("datasets", {}).values():  # Altair moves inline data here
-            found.extend(rows)
-        data = spec.get("data")
-        if isinstance(data, dict) and "values" in data:
-            found.extend(data["values"])
-        for v in spec.values():
-            found.extend(_values(v))
-    elif isinstance(spec, list):
-        for v in spec:
-            found.extend(_values(v))
-    return found
 
 
 def test_anatomy_chart_shows_differences_beside_the_ledger():
@@ -37,7 +22,7 @@ def test_anatomy_chart_shows_differences_beside_the_ledger():
         results={},
     )
     assert anatomy.prep_stall_s == pytest.approx(0.010) and anatomy.fetch_stall_s == pytest.approx(0.030)
-    rows = _values(anatomy_chart(anatomy).to_dict())
+    rows = chart_rows(anatomy_chart(anatomy).to_dict())
     diff = {r["part"]: r["ms"] for r in rows if r["bar"] == "full run, by differencing"}
     assert diff == pytest.approx({"compute": 15.4, "prep stall": 10.0, "fetch stall": 30.0})
     ledger_full = {r["part"]: r["ms"] for r in rows if r["bar"] == "full, ledger"}
@@ -47,9 +32,9 @@ def test_anatomy_chart_shows_differences_beside_the_ledger():
 
 def test_model_vs_measured_and_depth_curve_specs():
     spec = model_vs_measured([{"label": "a", "measured": 0.3, "predicted": 0.28, "workers": 2}]).to_dict()
-    assert {"label": "a", "measured": 0.3, "predicted": 0.28, "workers": "2"} in _values(spec)
+    assert {"label": "a", "measured": 0.3, "predicted": 0.28, "workers": "2"} in chart_rows(spec)
     spec = depth_curve([{"workers": 2, "prefetch": 1, "depth": 2, "share": 0.1}], target_share=0.02).to_dict()
-    values = _values(spec)
+    values = chart_rows(spec)
     assert {"target": 0.02} in values and any(v.get("depth") == 2 for v in values)
 
 
@@ -59,7 +44,7 @@ def test_depth_calculator_follows_its_inputs():
     assert advice.feasible and advice.predicted_share <= 0.02
     assert advice.memory_bytes == pytest.approx(advice.depth * 10e6)
     assert f"{advice.memory_bytes / 1e9:.2f} GB" in calc.answer.value
-    assert _values(calc.curve.chart.to_dict())  # the curve was drawn
+    assert chart_rows(calc.curve.chart.to_dict())  # the curve was drawn
 
     calc.workers.value = 1  # 200 ms of loading per batch for a 100 ms step: one worker cannot keep pace
     assert calc.advice is not None and not calc.advice.feasible
@@ -97,4 +82,4 @@ def test_pipeline_panel_runs_a_real_experiment(tmp_path):
     timeline = panel.timeline.chart.to_dict()
     domain = timeline["layer"][0]["encoding"]["x"]["scale"]["domain"]
     assert domain[1] - domain[0] == pytest.approx(0.5, abs=1e-3)  # zoomed to half a second of the loop
-    assert any(v.get("label") == row["label"] for v in _values(panel.comparison.chart.to_dict()))
+    assert any(v.get("label") == row["label"] for v in chart_rows(panel.comparison.chart.to_dict()))

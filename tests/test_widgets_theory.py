@@ -7,20 +7,14 @@ import pytest
 from goodputlab import theory
 from goodputlab.widgets.theory import SECONDS_PER_YEAR, CheckpointCalculator, ClusterPanel, IntervalPanel
 
+from conftest import chart_rows
+
 
 def param_names(spec):
     names = {p["name"] for p in spec.get("params", [])}
     for layer in spec.get("layer", []):
         names |= {p["name"] for p in layer.get("params", [])}
     return names
-
-
-def inline_values(spec):
-    """Every row of data in a (layered) spec: inline values and named datasets."""
-    rows = [row for values in spec.get("datasets", {}).values() for row in values]
-    for part in [spec, *spec.get("layer", [])]:
-        rows += part.get("data", {}).get("values", [])
-    return rows
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +32,7 @@ def test_cluster_panel_defaults_are_llama3(cluster):
     assert f["goodput"] > 0.9 and f["goodput"] == pytest.approx(f["daly_goodput"], abs=0.01)
     spec = cluster.mtbf_chart.chart.to_dict()
     assert "size_hover" in param_names(spec)
-    assert any(r.get("devices") == 16_384 and "label" not in r for r in inline_values(spec))
+    assert any(r.get("devices") == 16_384 and "label" not in r for r in chart_rows(spec))
 
 
 def test_cluster_panel_smaller_cluster_fails_less(cluster):
@@ -49,12 +43,12 @@ def test_cluster_panel_smaller_cluster_fails_less(cluster):
     assert f["expected_failures"] == pytest.approx(466 / 16, rel=1e-9)
     assert f["job_mtbf_h"] == pytest.approx(16 * 2.7811, rel=1e-3)
     assert f["goodput"] > 0.98
-    highlighted = [r for r in inline_values(cluster.mtbf_chart.chart.to_dict()) if r.get("devices") == 1024]
+    highlighted = [r for r in chart_rows(cluster.mtbf_chart.chart.to_dict()) if r.get("devices") == 1024]
     assert highlighted, "the chosen cluster size is marked"
     breakdown = cluster.breakdown_chart.chart.to_dict()
     assert "category_pick" in param_names(breakdown)
-    assert {r["run"] for r in inline_values(breakdown)} == {"simulated, 1,024 devices"}
-    causes = {r["cause"]: r["count"] for r in inline_values(cluster.cause_chart.chart.to_dict())}
+    assert {r["run"] for r in chart_rows(breakdown)} == {"simulated, 1,024 devices"}
+    causes = {r["cause"]: r["count"] for r in chart_rows(cluster.cause_chart.chart.to_dict())}
     assert sum(causes.values()) == pytest.approx(f["simulated_failures"], rel=1e-9)
     # Faulty GPU is 148 of the 466: its share of the simulated failures follows
     assert causes["Faulty GPU"] / sum(causes.values()) == pytest.approx(148 / 466, abs=0.05)
@@ -89,7 +83,7 @@ def test_interval_panel_worked_example():
     assert f["daly"] == pytest.approx(0.913, abs=0.001)
     spec = panel.chart.chart.to_dict()
     assert "model_pick" in param_names(spec)
-    chosen = [r for r in inline_values(spec) if r.get("interval_min") == 30 and "goodput" in r]
+    chosen = [r for r in chart_rows(spec) if r.get("interval_min") == 30 and "goodput" in r]
     assert {r["model"] for r in chosen if "model" in r} == {"first-order", "Daly (exact)"}
 
 
@@ -98,7 +92,7 @@ def test_interval_panel_optima_move_with_the_save_cost():
     panel.save_s.value = 60.0
     f = panel.update()
     assert f["young_s"] == pytest.approx(math.sqrt(2 * 60 * theory.WORKED_EXAMPLE_MTBF_S))
-    rules = {r["name"]: r["x"] for r in inline_values(panel.chart.chart.to_dict()) if r.get("name") in ("Young", "Daly")}
+    rules = {r["name"]: r["x"] for r in chart_rows(panel.chart.chart.to_dict()) if r.get("name") in ("Young", "Daly")}
     assert rules["Young"] == pytest.approx(f["young_s"] / 60)
     assert rules["Daly"] == pytest.approx(theory.daly_interval(60.0, theory.WORKED_EXAMPLE_MTBF_S) / 60)
     panel.save_s.value = 240.0  # four times the save cost: Young's interval doubles
@@ -110,11 +104,11 @@ def test_interval_panel_simulation_lands_on_daly():
     result = panel.simulate_here()  # 2 hours at the worked example's rate: ~68%, not 64%
     assert result.goodput_mean == pytest.approx(panel.figures()["daly"], abs=0.01)
     assert result.goodput_mean > panel.figures()["first_order"] + 0.03
-    points = [r for r in inline_values(panel.chart.chart.to_dict()) if str(r.get("label", "")).startswith("simulated")]
+    points = [r for r in chart_rows(panel.chart.chart.to_dict()) if str(r.get("label", "")).startswith("simulated")]
     assert len(points) == 1 and points[0]["goodput"] == pytest.approx(result.goodput_mean)
     panel.mtbf_h.value = 10.0  # other settings: the old simulated point no longer applies
     panel.update()
-    assert not [r for r in inline_values(panel.chart.chart.to_dict()) if str(r.get("label", "")).startswith("simulated")]
+    assert not [r for r in chart_rows(panel.chart.chart.to_dict()) if str(r.get("label", "")).startswith("simulated")]
 
 
 def test_checkpoint_calculator():
