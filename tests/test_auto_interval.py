@@ -123,3 +123,19 @@ def test_cli_runs_the_memory_strategy_with_an_auto_interval(cli, cli_env, tmp_pa
     events = read_events(out / "events.jsonl")
     assert [e["source"] for e in events if e["kind"] == "restored"] == ["memory"]
     assert any(e["kind"] == "ckpt_interval" for e in events)
+
+
+def test_auto_interval_chart_draws_every_decision_the_optimum_and_the_failures():
+    from goodputlab.charts.checkpoints import auto_interval_chart
+
+    from conftest import chart_rows
+
+    decisions = [
+        {"t": 2.0, "interval_s": 1.5, "mtbf_s": 60.0, "save_s": 0.02, "failures_seen": 0},
+        {"t": 3.0, "interval_s": 0.9, "mtbf_s": 20.0, "save_s": 0.02, "failures_seen": 1},
+    ]
+    rows = chart_rows(auto_interval_chart(decisions, optimum_s=0.6, failure_times=[2.5]))
+    assert [r["interval_s"] for r in rows if "interval_s" in r] == [1.5, 0.9]
+    assert [r["optimum_s"] for r in rows if "optimum_s" in r] == [0.6]
+    assert [r["t"] for r in rows if set(r) == {"t"}] == [2.5]
+    assert len(chart_rows(auto_interval_chart(decisions))) == 2  # no optimum, no failures: just the choices

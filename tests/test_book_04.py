@@ -28,6 +28,8 @@ def test_chapter_4_figures(executed_notebook):
             assert m["optimum_interval_s"][a] < m["optimum_interval_s"][b]
             assert m["optimum_goodput"][a] > m["optimum_goodput"][b]
     assert m["panel_strategy"] == "async" and 0 < m["panel_goodput"] < 1
+    # the auto interval decided at the start and again after every save
+    assert m["auto_checkpoints"] >= 1 and m["auto_decisions"] == m["auto_checkpoints"] + 1
 
 
 def test_chapter_4_draws_its_charts(executed_notebook):

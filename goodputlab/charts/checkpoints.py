@@ -122,3 +122,49 @@ def goodput_vs_interval(
             .encode(x=x)
         )
     return alt.layer(*layers).properties(width=width, height=300, title="goodput versus checkpoint interval")
+
+
+def auto_interval_chart(
+    decisions: Iterable[Mapping[str, Any]],
+    optimum_s: float | None = None,
+    failure_times: Iterable[float] = (),
+    width: int = 620,
+) -> alt.LayerChart:
+    """What ``--ckpt-every auto`` chose over a run: the interval (seconds of training between saves)
+    after each re-tuning, against wall time, with the failures it learnt from as red rules and,
+    when known, Daly's optimum for the run's true MTBF and measured save cost as a dashed line.
+
+    ``decisions`` are the run's ``ckpt_interval`` events (``t``, ``interval_s``, ``mtbf_s``, ``save_s``).
+    """
+    rows = [
+        {
+            "t": round(d["t"], 4),
+            "interval_s": d["interval_s"],
+            "mtbf_s": d["mtbf_s"],
+            "save_ms": round(d["save_s"] * 1000, 3),
+            "failures_seen": d["failures_seen"],
+        }
+        for d in decisions
+    ]
+    chosen = (
+        alt.Chart(alt.InlineData(values=rows))
+        .mark_line(point=True, interpolate="step-after", color=STRATEGY_COLORS["sync"])
+        .encode(
+            x=alt.X("t:Q", title="wall time (s)"),
+            y=alt.Y("interval_s:Q", title="chosen interval (s of training)"),
+            tooltip=["t:Q", "interval_s:Q", "mtbf_s:Q", "save_ms:Q", "failures_seen:Q"],
+        )
+    )
+    layers = [chosen]
+    if optimum_s is not None:
+        layers.append(
+            alt.Chart(alt.InlineData(values=[{"optimum_s": optimum_s, "label": "Daly's optimum, true MTBF"}]))
+            .mark_rule(strokeDash=[6, 3], color="#333")
+            .encode(y="optimum_s:Q", tooltip=["label:N", "optimum_s:Q"])
+        )
+    fails = [{"t": round(t, 4)} for t in failure_times]
+    if fails:
+        layers.append(
+            alt.Chart(alt.InlineData(values=fails)).mark_rule(color=COLORS["lost_work"], strokeDash=[4, 3]).encode(x="t:Q")
+        )
+    return alt.layer(*layers).properties(width=width, height=200, title="--ckpt-every auto re-tunes after every save")
