@@ -7,10 +7,15 @@ On a CUDA machine it measures what the CPU lab cannot:
 2. real runs of the GPU-sized model (``--model large``) with failures through
    ``goodputlab.run``, one per strategy, all killed at the same steps: goodput,
    blocking save time, restore time, where each restart restored from, and
-   whether every strategy ends with the same final model (bit-exact resume on CUDA).
+   whether every strategy ends with the same final model (bit-exact resume on CUDA);
+3. the input pipeline on CUDA: the stall anatomy (compute-only, prep-only, full)
+   of a loader that cannot keep up, beside the stall model's prediction, and the
+   same loop with and without pinned memory and the device-side prefetcher.
 
 Every stage checks the time left (``--budget-s``, default 290 s) and is skipped,
-saying so, when it would not fit. Without CUDA (or with ``--cpu-smoke``) the same
+saying so, when it would not fit. A stage that fails prints its traceback and
+the suite goes on; with ``--json`` the figures are written after every stage, so a
+run stopped at its time limit still leaves what it measured. Without CUDA (or with ``--cpu-smoke``) the same
 stages run on the CPU with small sizes, to prove the script works; those are not
 GPU figures.
 
@@ -91,11 +96,66 @@ def runs_stage(device: str, model: str, steps: int, ckpt_every: int, kills: tupl
             "checkpoint_save_s": b["checkpoint_save"], "checkpoint_restore_s": b["checkpoint_restore"],
             "failures": r.summary["failures"], "restored_from": sources, "completed": r.summary["completed"],
             "final_state_sha256": r.summary["final_state_sha256"], "seconds": time.monotonic() - t,
+            "step_s": b["productive"] / max(1, r.summary["steps_completed"]),
         }
         o = out[s]
         print(f"{s:<9}{o['goodput']:>9.1%}{o['wall_s']:>8.1f}{o['save_s'] * 1000:>9.1f}{o['checkpoint_save_s']:>13.2f}"
               f"{o['checkpoint_restore_s']:>11.2f}{', '.join(sources):>26}", flush=True)
     return out
+
+
+def pipeline_stage(device: str, model: str, steps: int, step_s: float, root: Path) -> dict:
+    """Stall anatomy of a one-worker loader whose storage is 1.5x slower than the step, and the model beside it."""
+    import goodputlab as gl
+    from goodputlab import pipeline as pl
+
+    load_ms = round(1.5 * step_s * 1000, 1)
+    config = gl.RunConfig(model=model, device=device, steps=steps, workers=1, prefetch=2, io_latency_ms=load_ms,
+                          pin_memory=True, device_prefetch=True, seed=0)
+    print(f"\ninput pipeline: {model} on {device}, {steps} steps, 1 worker x prefetch 2, storage {load_ms} ms per batch "
+          f"(step ~{1000 * step_s:.0f} ms), pinned memory and device prefetcher on")
+    anatomy = pl.stall_anatomy(config, out=root / "anatomy")
+    print(anatomy.table(), flush=True)
+    calibration = pl.calibrate(anatomy.loops["compute_only"], anatomy.loops["prep_only"])
+    predicted = pl.predict_run(config, calibration)
+    replayed = pl.predict_run(config, calibration, step_times_s=pl.busy_times_s(anatomy.results["full"]))
+    full = anatomy.loops["full"]
+    print(f"data wait share: measured {full.wait_share:.1%}; model a priori (compute-only step time) "
+          f"{predicted.wait_share:.1%}, error {100 * abs(full.wait_share - predicted.wait_share):.1f} pts; "
+          f"replayed with the run's own step times {replayed.wait_share:.1%}, "
+          f"error {100 * abs(full.wait_share - replayed.wait_share):.1f} pts")
+    out = {"load_ms": load_ms, "step_s": step_s, "rows": anatomy.rows(), "prep_stall_s": anatomy.prep_stall_s,
+           "fetch_stall_s": anatomy.fetch_stall_s, "measured_wait_share": full.wait_share,
+           "predicted_wait_share": predicted.wait_share, "replayed_wait_share": replayed.wait_share, "copy": {}}
+    print(f"\nhost-to-device copy: 2 workers x prefetch 2, no storage latency, {steps} steps")
+    print(f"{'pin_memory + device prefetch':<30}{'period ms':>10}{'data wait ms':>14}{'samples/s':>11}")
+    for on in (False, True):
+        r = gl.run(config.replace(workers=2, io_latency_ms=0.0, pin_memory=on, device_prefetch=on, ckpt_every=0),
+                   out=root / f"copy-{on}", progress=False)
+        s = pl.loop_stats(r)
+        out["copy"][str(on)] = {"period_s": s.period_s, "wait_per_step_s": s.wait_per_step_s,
+                                "samples_per_s": s.samples_per_s}
+        print(f"{'on' if on else 'off':<30}{1000 * s.period_s:>10.1f}{1000 * s.wait_per_step_s:>14.2f}"
+              f"{s.samples_per_s:>11.0f}", flush=True)
+    return out
+
+
+def guarded(results: dict, name: str, save_to: Path | None, stage, *args, **kwargs):
+    """Run one stage; on failure print the traceback and record it, never stop the suite."""
+    t = time.monotonic()
+    try:
+        results[name] = stage(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - a failed stage must not cost the others on a short GPU lease
+        import traceback
+
+        traceback.print_exc()
+        results.setdefault("errors", {})[name] = f"{type(e).__name__}: {e}"
+        print(f"[{name}] FAILED: {type(e).__name__}: {e}", flush=True)
+    results.setdefault("stage_seconds", {})[name] = round(time.monotonic() - t, 1)
+    if save_to is not None:
+        save_to.parent.mkdir(parents=True, exist_ok=True)
+        save_to.write_text(json.dumps(results, indent=1, default=str))
+    return results.get(name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,26 +185,45 @@ def main(argv: list[str] | None = None) -> int:
         stall_args = dict(models="tiny", saves=2, leak_model="tiny", leak_saves=10)
         needs = 20
     if budget.allows("stall", needs):
-        results["stall"] = stall_stage(device, json_path=work / "stall.json", **stall_args)
+        guarded(results, "stall", args.json, stall_stage, device, json_path=work / "stall.json", **stall_args)
 
     # 2. real runs with failures on the GPU-sized model
     if gpu:
-        run_args = dict(model="large", steps=60, ckpt_every=10, kills=(25, 45), strategies=("sync", "async", "memory"))
-        needs = 100
+        run_args = dict(model="large", steps=40, ckpt_every=10, kills=(15, 30), strategies=("sync", "async", "memory"))
+        needs = 90
     else:
         run_args = dict(model="tiny", steps=30, ckpt_every=10, kills=(15,), strategies=("sync", "async", "memory"))
         needs = 25
+    runs: dict = {}
     if budget.allows("runs", needs):
-        results["runs"] = runs_stage(device, root=work / "runs", **run_args)
+        guarded(results, "runs", args.json, runs_stage, device, root=work / "runs", **run_args)
+        runs = results.get("runs") or {}
         if budget.allows("dcp run", needs / 3):
-            results["runs"].update(runs_stage(device, root=work / "runs-dcp", **{**run_args, "strategies": ("dcp",)}))
+            dcp = guarded(results, "runs_dcp", args.json, runs_stage, device, root=work / "runs-dcp",
+                          **{**run_args, "strategies": ("dcp",)})
+            runs.update(dcp or {})
         if budget.allows("reference run without failures", needs / 3):
-            clean = runs_stage(device, root=work / "runs-clean", **{**run_args, "kills": (), "strategies": ("sync",)})
-            results["reference_sha256"] = clean["sync"]["final_state_sha256"]
-        hashes = {o["final_state_sha256"] for o in results["runs"].values()} | {results.get("reference_sha256")} - {None}
-        results["bit_exact"] = len(hashes) == 1 and all(o["final_state_sha256"] for o in results["runs"].values())
-        against = "and the run without failures " if "reference_sha256" in results else ""
-        print(f"\nevery killed strategy {against}ends with the same final model: {results['bit_exact']}")
+            clean = guarded(results, "runs_clean", args.json, runs_stage, device, root=work / "runs-clean",
+                            **{**run_args, "kills": (), "strategies": ("sync",)})
+            if clean:
+                results["reference_sha256"] = clean["sync"]["final_state_sha256"]
+        if runs:
+            results["runs"] = runs
+            hashes = {o["final_state_sha256"] for o in runs.values()} | ({results.get("reference_sha256")} - {None})
+            results["bit_exact"] = len(hashes) == 1 and all(o["final_state_sha256"] for o in runs.values())
+            against = "and the run without failures " if "reference_sha256" in results else ""
+            print(f"\nevery killed strategy {against}ends with the same final model: {results['bit_exact']}")
+
+    # 3. the input pipeline: stall anatomy, the model, pinned memory and the device prefetcher
+    step_s = None
+    for o in runs.values():  # the runs' productive seconds per step: the step's appetite
+        if o.get("step_s"):
+            step_s = o["step_s"]
+            break
+    pipe_args = dict(model="large", steps=30) if gpu else dict(model="tiny", steps=30)
+    if budget.allows("pipeline", 60 if gpu else 25):
+        guarded(results, "pipeline", args.json, pipeline_stage, device, step_s=step_s or (0.05 if gpu else 0.015),
+                root=work / "pipeline", **pipe_args)
 
     results["seconds"] = time.monotonic() - t0
     print(f"\nGPU suite done in {results['seconds']:.0f} s ({'GPU' if gpu else 'CPU smoke'})")
