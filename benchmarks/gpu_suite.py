@@ -163,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cpu-smoke", action="store_true", help="run on the CPU with small sizes even if CUDA is present")
     p.add_argument("--budget-s", type=float, default=290.0, help="wall-clock budget in seconds (default 290)")
     p.add_argument("--json", type=Path, default=None, help="write every figure to this JSON file")
+    p.add_argument("--stages", default="stall,runs,pipeline", help="which stages, comma-separated (default: all three)")
+    p.add_argument("--strategies", default="sync,async,memory,dcp", help="strategies for the runs stage")
+    p.add_argument("--run-steps", type=int, default=40, help="steps of each GPU run (default 40; kills at 3/8 and 3/4)")
     args = p.parse_args(argv)
 
     import torch
@@ -176,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     if not gpu:
         print("no CUDA device used: CPU smoke run with small sizes. These are NOT GPU figures.")
     work = Path(tempfile.mkdtemp(prefix="goodputlab-gpu-suite-"))
+    stages = set(args.stages.split(","))
 
     # 1. stall benchmark with device-to-host copies
     if gpu:
@@ -184,35 +188,40 @@ def main(argv: list[str] | None = None) -> int:
     else:
         stall_args = dict(models="tiny", saves=2, leak_model="tiny", leak_saves=10)
         needs = 20
-    if budget.allows("stall", needs):
+    if "stall" in stages and budget.allows("stall", needs):
         guarded(results, "stall", args.json, stall_stage, device, json_path=work / "stall.json", **stall_args)
 
-    # 2. real runs with failures on the GPU-sized model
+    # 2. real runs with failures on the GPU-sized model: the failure-free reference first
+    strategies = tuple(x for x in args.strategies.split(",") if x)
     if gpu:
-        run_args = dict(model="large", steps=40, ckpt_every=10, kills=(15, 30), strategies=("sync", "async", "memory"))
-        needs = 90
+        n = args.run_steps
+        run_args = dict(model="large", steps=n, ckpt_every=10, kills=(3 * n // 8, 3 * n // 4))
+        needs = 45
     else:
-        run_args = dict(model="tiny", steps=30, ckpt_every=10, kills=(15,), strategies=("sync", "async", "memory"))
-        needs = 25
+        run_args = dict(model="tiny", steps=30, ckpt_every=10, kills=(15,))
+        needs = 10
     runs: dict = {}
-    if budget.allows("runs", needs):
-        guarded(results, "runs", args.json, runs_stage, device, root=work / "runs", **run_args)
-        runs = results.get("runs") or {}
-        if budget.allows("dcp run", needs / 3):
-            dcp = guarded(results, "runs_dcp", args.json, runs_stage, device, root=work / "runs-dcp",
-                          **{**run_args, "strategies": ("dcp",)})
-            runs.update(dcp or {})
-        if budget.allows("reference run without failures", needs / 3):
-            clean = guarded(results, "runs_clean", args.json, runs_stage, device, root=work / "runs-clean",
-                            **{**run_args, "kills": (), "strategies": ("sync",)})
-            if clean:
-                results["reference_sha256"] = clean["sync"]["final_state_sha256"]
+    if "runs" in stages and budget.allows("reference run without failures", needs * 0.7):
+        clean = guarded(results, "runs_clean", args.json, runs_stage, device, root=work / "runs-clean",
+                        **{**run_args, "kills": (), "strategies": ("sync",)})
+        if clean:
+            results["reference_sha256"] = clean["sync"]["final_state_sha256"]
+        for s in strategies:
+            if budget.allows(f"{s} run", needs):
+                runs.update(guarded(results, f"runs_{s}", args.json, runs_stage, device, root=work / f"runs-{s}",
+                                    **{**run_args, "strategies": (s,)}) or {})
         if runs:
             results["runs"] = runs
-            hashes = {o["final_state_sha256"] for o in runs.values()} | ({results.get("reference_sha256")} - {None})
+            ref = results.get("reference_sha256")
+            for s, o in runs.items():
+                o["same_as_reference"] = ref is not None and o["final_state_sha256"] == ref
+            hashes = {o["final_state_sha256"] for o in runs.values()} | ({ref} - {None})
             results["bit_exact"] = len(hashes) == 1 and all(o["final_state_sha256"] for o in runs.values())
-            against = "and the run without failures " if "reference_sha256" in results else ""
-            print(f"\nevery killed strategy {against}ends with the same final model: {results['bit_exact']}")
+            against = "and the run without failures " if ref else ""
+            finals = ", ".join(f"{s}: {o['final_state_sha256'][:12]}" for s, o in runs.items())
+            finals += f", reference: {ref[:12]}" if ref else ""
+            print(f"\nevery killed strategy {against}ends with the same final model: {results['bit_exact']} ({finals})",
+                  flush=True)
 
     # 3. the input pipeline: stall anatomy, the model, pinned memory and the device prefetcher
     step_s = None
@@ -221,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
             step_s = o["step_s"]
             break
     pipe_args = dict(model="large", steps=30) if gpu else dict(model="tiny", steps=30)
-    if budget.allows("pipeline", 60 if gpu else 25):
+    if "pipeline" in stages and budget.allows("pipeline", 60 if gpu else 25):
         guarded(results, "pipeline", args.json, pipeline_stage, device, step_s=step_s or (0.05 if gpu else 0.015),
                 root=work / "pipeline", **pipe_args)
 

@@ -57,8 +57,12 @@ def make_deterministic(seed: int, device) -> None:
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     if device.type == "cuda":
-        # CPU kernels used here are deterministic already; this call costs ~1 s, so only on CUDA
-        torch.use_deterministic_algorithms(True, warn_only=True)
+        # CPU kernels used here are deterministic already; this call costs ~1 s, so only on CUDA.
+        # Strict, not warn_only: with warn_only=True some kernels only warn and stay
+        # non-deterministic (the memory-efficient attention backward that fp32 SDPA uses
+        # on CUDA), and resumed runs then drift apart from the failure-free run.
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.deterministic = True
         torch.backends.cudnn.benchmark = False
 
 
