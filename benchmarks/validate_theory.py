@@ -18,7 +18,8 @@ from its own event log and fed to the lab model
 Then the largest errors and the best interval: measured, the model's, Young's
 and Daly's.
 
-    python benchmarks/validate_theory.py            # 5 intervals x 3 seeds, ~7 min on 2 cores
+    python benchmarks/validate_theory.py            # 5 intervals x 3 seeds, ~5 min on 2 cores
+    python benchmarks/validate_theory.py --seeds 0 1 2 3 4 5 6 7 8   # 9 seeds, ~14 min: luck averages out
     python benchmarks/validate_theory.py --quick    # 3 intervals x 1 seed, ~1 min
     (package installed, or PYTHONPATH=.)
 """
