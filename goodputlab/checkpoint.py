@@ -435,9 +435,13 @@ def load_newest(
     store: CheckpointStore,
     memory_tier=None,
     on_invalid: Callable[[Checkpoint, str], None] | None = None,
+    device=None,
 ) -> tuple[Checkpoint, dict[str, Any]] | None:
     """The newest valid state: the RAM tier's snapshot when there is one at least as new
     as the newest disk checkpoint, else the newest valid disk checkpoint.
+
+    ``device``: where the RAM tier puts back the tensors that were saved from a device
+    of that type (see :meth:`MemoryTier.load`); disk checkpoints load onto the CPU.
 
     A damaged RAM snapshot is reported like a damaged disk checkpoint
     (``on_invalid`` and a :class:`CheckpointWarning`) and restore falls back to disk.
@@ -449,7 +453,7 @@ def load_newest(
         # step -1: current.json is unreadable; load() reports the damage
         if candidate is not None and (candidate.step < 0 or not listed or candidate.step >= listed[0].step):
             try:
-                found = memory_tier.load()
+                found = memory_tier.load(device)
             except Exception as e:  # damaged in any way
                 reason = str(e) or type(e).__name__
                 warnings.warn(f"skipping damaged RAM snapshot {candidate.path.name}: {reason}", CheckpointWarning, stacklevel=2)

@@ -131,12 +131,23 @@ def _aligned(n: int) -> int:
 
 
 def _layout(tensors) -> tuple[list[dict[str, Any]], int]:
-    """Offsets of every tensor in a slot: ``([{"name", "offset", "nbytes", "dtype", "shape"}], total_bytes)``."""
+    """Offsets of every tensor in a slot: ``([{"name", "offset", "nbytes", "dtype", "shape", "device"}], total_bytes)``.
+
+    ``device`` is the type of the device the tensor lived on (``cuda``, ``cpu``): a
+    restore puts it back there straight from the slot (:meth:`MemoryTier.load`).
+    """
     index, offset = [], 0
     for name, t in tensors.items():
         nbytes = t.numel() * t.element_size()
         index.append(
-            {"name": name, "offset": offset, "nbytes": nbytes, "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)}
+            {
+                "name": name,
+                "offset": offset,
+                "nbytes": nbytes,
+                "dtype": str(t.dtype).removeprefix("torch."),
+                "shape": list(t.shape),
+                "device": t.device.type,
+            }
         )
         offset += _aligned(nbytes)
     return index, offset
@@ -221,11 +232,14 @@ class MemoryTier:
             return None
         return Checkpoint(int(cur.get("step", -1)), self.root / f"slot-{cur.get('slot')}", tier="memory")
 
-    def load(self) -> tuple[Checkpoint, dict[str, Any]] | None:
-        """Verify and load the newest snapshot onto the CPU; ``None`` if there is none.
+    def load(self, device=None) -> tuple[Checkpoint, dict[str, Any]] | None:
+        """Verify and load the newest snapshot; ``None`` if there is none.
 
-        Raises ``ValueError`` naming the damage (meta file checksum, data size or
-        CRC-32, unknown dtype). The tensors are private copies: nothing the
+        Each tensor is copied out of the slot once: to ``device`` when it was saved
+        from a device of that type (a GPU run's weights and optimizer moments go
+        straight back to device memory, with no host copy in between), else to the
+        CPU. Raises ``ValueError`` naming the damage (meta file checksum, data size
+        or CRC-32, unknown dtype). The tensors are private copies: nothing the
         training does later writes into the RAM tier.
         """
         import torch
@@ -258,6 +272,7 @@ class MemoryTier:
         expected = meta["chunk_crc32"]
         if len(expected) != (nbytes + CRC_CHUNK_BYTES - 1) // CRC_CHUNK_BYTES:
             raise ValueError(f"slot-{slot}.meta lists {len(expected)} checksums for {nbytes} bytes")
+        target = torch.device(device) if device is not None else torch.device("cpu")
         tensors = {}
         with open(data_path, "rb") as f:
             mm = mmap.mmap(f.fileno(), max(nbytes, 1), mmap.MAP_SHARED, mmap.PROT_READ)
@@ -279,7 +294,8 @@ class MemoryTier:
                             tensors[e["name"]] = torch.empty(e["shape"], dtype=dtype)
                             continue
                         view = torch.frombuffer(mm, dtype=dtype, count=count, offset=e["offset"])
-                        tensors[e["name"]] = view.view(e["shape"]).clone()
+                        where = target if e.get("device", "cpu") == target.type else "cpu"
+                        tensors[e["name"]] = view.view(e["shape"]).to(where, copy=True)
                         del view
                         done = (e["offset"] + e["nbytes"]) // CRC_CHUNK_BYTES  # chunks wholly copied so far
                         if done > submitted:

@@ -259,7 +259,7 @@ def measure_strategy(
 
         def restore_once() -> float:
             t = time.perf_counter()
-            found = load_newest(store, tier)
+            found = load_newest(store, tier, device=device)
             assert found is not None
             apply_state(found[1], *objs)
             if device.type == "cuda":

@@ -160,6 +160,7 @@ def train(config: RunConfig, run_dir: Path, events) -> dict:
             store,
             memory_tier,
             on_invalid=lambda c, why: events.emit(E.M_CKPT_INVALID, ckpt_step=c.step, tier=c.tier, reason=why),
+            device=device,
         )
         if found is not None:
             ckpt, state = found

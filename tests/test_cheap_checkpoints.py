@@ -462,3 +462,24 @@ def test_make_checkpointer_knows_every_strategy(tmp_path, ram_dir):
         c.close()
     with pytest.raises(ValueError, match="lazy"):
         make_checkpointer("lazy", store, lambda s, **i: None)
+
+
+def test_ram_restore_puts_each_tensor_back_on_the_device_type_it_was_saved_from(tmp_path, ram_dir):
+    store = CheckpointStore(tmp_path, keep=2)
+    state = big_state(2)
+    ckpt = MemoryCheckpointer(store, lambda step, **i: None, MemoryTier(ram_dir), disk_every=25)
+    ckpt.save(state, 1)
+    ckpt.finalize()
+    ckpt.close()
+    tier = MemoryTier(ram_dir)
+    meta = torch.load(ram_dir / f"slot-{tier.current()['slot']}.meta", weights_only=True)
+    assert {e["device"] for e in meta["index"]} == {"cpu"}  # recorded at save time
+    _, on_cpu = tier.load(device="cpu")
+    assert all(t.device.type == "cpu" for t in on_cpu["w"])
+    assert torch.equal(on_cpu["w"][1], state["w"][1])
+    # asked for another device type, tensors saved from the CPU stay on the CPU (RNG states, step counters)
+    _, elsewhere = tier.load(device="meta")
+    assert all(t.device.type == "cpu" for t in elsewhere["w"])
+    assert torch.equal(elsewhere["w"][0], state["w"][0])
+    on_cpu["w"][0].zero_()  # private copies: the RAM tier is untouched
+    assert torch.equal(tier.load()[1]["w"][0], state["w"][0])
