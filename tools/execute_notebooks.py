@@ -1,6 +1,8 @@
 """Execute notebooks in place in SMOKE mode, so the committed outputs are the ones nbval checks.
 
     python tools/execute_notebooks.py book/01_what_is_goodput.ipynb [more.ipynb ...]
+    python tools/execute_notebooks.py --time-only book/*.ipynb labs/*.ipynb   # time them, write nothing
+
 
 No parameters are injected (the ``parameters`` cell reads GOODPUTLAB_SMOKE), so the
 stored notebook keeps its own cells exactly. Fails on any cell error.
@@ -17,7 +19,7 @@ import nbformat
 from nbclient import NotebookClient
 
 
-def execute(path: Path) -> float:
+def execute(path: Path, write: bool = True) -> float:
     nb = nbformat.read(path, as_version=4)
     t = time.monotonic()
     NotebookClient(
@@ -28,6 +30,8 @@ def execute(path: Path) -> float:
         store_widget_state=False,  # the offline chart widgets carry ~1 MB of JavaScript each
     ).execute()
     elapsed = time.monotonic() - t
+    if not write:
+        return elapsed
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:  # execution metadata changes on every run; keep diffs small
         cell.get("metadata", {}).pop("execution", None)
@@ -35,10 +39,20 @@ def execute(path: Path) -> float:
     return elapsed
 
 
-def main(paths: list[str]) -> int:
+BUDGET_S = 60.0  # each notebook in SMOKE mode (the developers' brief)
+
+
+def main(args: list[str]) -> int:
+    write = "--time-only" not in args
+    paths = [a for a in args if a != "--time-only"]
     os.environ["GOODPUTLAB_SMOKE"] = "1"
+    over = 0
     for p in paths:
-        print(f"{p}: {execute(Path(p)):.1f} s", flush=True)
+        elapsed = execute(Path(p), write=write)
+        over += elapsed > BUDGET_S
+        print(f"{p}: {elapsed:.1f} s{'  OVER the 60 s budget' if elapsed > BUDGET_S else ''}", flush=True)
+    if not write:
+        print(f"{len(paths) - over} of {len(paths)} within the {BUDGET_S:.0f} s SMOKE budget (kernel start included)")
     return 0
 
 
