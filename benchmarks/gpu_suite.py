@@ -13,7 +13,10 @@ On a CUDA machine it measures what the CPU lab cannot:
    same loop with and without pinned memory and the device-side prefetcher.
 
 Every stage checks the time left (``--budget-s``, default 290 s) and is skipped,
-saying so, when it would not fit. A stage that fails prints its traceback and
+saying so, when it would not fit. On an H200 the whole suite takes about ten
+minutes, because a synchronous save of the 1.8 GB state takes 4-4.5 s there: one
+call with the default budget runs the stall stage and the runs that fit, and
+``--stages runs,pipeline`` in a second call does the rest. A stage that fails prints its traceback and
 the suite goes on; with ``--json`` the figures are written after every stage, so a
 run stopped at its time limit still leaves what it measured. Without CUDA (or with ``--cpu-smoke``) the same
 stages run on the CPU with small sizes, to prove the script works; those are not
@@ -22,6 +25,7 @@ GPU figures.
     python benchmarks/gpu_suite.py                      # on the GPU machine
     python benchmarks/gpu_suite.py --cpu-smoke          # anywhere, ~1-2 minutes
     python benchmarks/gpu_suite.py --json $OUT/gpu.json # keep every figure
+    python benchmarks/gpu_suite.py --stages runs,pipeline --run-steps 32   # the second call
 """
 
 from __future__ import annotations
@@ -167,6 +171,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--strategies", default="sync,async,memory,dcp", help="strategies for the runs stage")
     p.add_argument("--run-steps", type=int, default=40, help="steps of each GPU run (default 40; kills at 3/8 and 3/4)")
     args = p.parse_args(argv)
+    stages = set(args.stages.split(","))
+    strategies = tuple(x for x in args.strategies.split(",") if x)
+    if not stages <= {"stall", "runs", "pipeline"}:
+        p.error(f"--stages {args.stages}: choose from stall, runs, pipeline (comma-separated)")
+    if not strategies or not set(strategies) <= {"sync", "async", "dcp", "memory"}:
+        p.error(f"--strategies {args.strategies}: choose from sync, async, dcp, memory (comma-separated)")
+    if args.run_steps < 16:
+        p.error(f"--run-steps {args.run_steps}: at least 16 (two kills after the first checkpoint at step 10)")
 
     import torch
 
@@ -179,12 +191,11 @@ def main(argv: list[str] | None = None) -> int:
     if not gpu:
         print("no CUDA device used: CPU smoke run with small sizes. These are NOT GPU figures.")
     work = Path(tempfile.mkdtemp(prefix="goodputlab-gpu-suite-"))
-    stages = set(args.stages.split(","))
 
     # 1. stall benchmark with device-to-host copies
     if gpu:
         stall_args = dict(models="medium,large", saves=3, leak_model="small", leak_saves=30)
-        needs = 150
+        needs = 270  # measured on an H200: 263 s (1.8 GB sync saves take 4-4.5 s)
     else:
         stall_args = dict(models="tiny", saves=2, leak_model="tiny", leak_saves=10)
         needs = 20
@@ -192,11 +203,10 @@ def main(argv: list[str] | None = None) -> int:
         guarded(results, "stall", args.json, stall_stage, device, json_path=work / "stall.json", **stall_args)
 
     # 2. real runs with failures on the GPU-sized model: the failure-free reference first
-    strategies = tuple(x for x in args.strategies.split(",") if x)
     if gpu:
         n = args.run_steps
         run_args = dict(model="large", steps=n, ckpt_every=10, kills=(3 * n // 8, 3 * n // 4))
-        needs = 45
+        needs = 70  # an H200 run of 32 steps with two kills: 55-77 s; the reference without kills 37 s
     else:
         run_args = dict(model="tiny", steps=30, ckpt_every=10, kills=(15,))
         needs = 10

@@ -51,3 +51,14 @@ def test_cpu_smoke_runs_killed_strategy_against_reference(tmp_path, cli_env):
     assert memory["restored_from"] == ["memory@10"]
     assert memory["same_as_reference"] and results["bit_exact"] is True
     assert "stall" not in results and "pipeline" not in results  # --stages chose the runs alone
+
+
+def test_bad_stage_or_strategy_exits_2_naming_it(cli_env):
+    for flag, value, allowed in (("--stages", "stall,gpu", "stall, runs, pipeline"),
+                                 ("--strategies", "sync,zip", "sync, async, dcp, memory"),
+                                 ("--run-steps", "8", "at least 16")):
+        r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_suite.py"), flag, value],
+                           capture_output=True, text=True, env=cli_env, timeout=60)
+        assert r.returncode == 2
+        assert f"{flag} {value}" in r.stderr and allowed in r.stderr
+        assert "Traceback" not in r.stderr
