@@ -290,11 +290,11 @@ class MemoryTier:
                         if not isinstance(dtype, torch.dtype):
                             raise ValueError(f"unknown dtype {e['dtype']!r}")
                         count = e["nbytes"] // dtype.itemsize
+                        where = target if e.get("device", "cpu") == target.type else torch.device("cpu")
                         if count == 0:
-                            tensors[e["name"]] = torch.empty(e["shape"], dtype=dtype)
+                            tensors[e["name"]] = torch.empty(e["shape"], dtype=dtype, device=where)
                             continue
                         view = torch.frombuffer(mm, dtype=dtype, count=count, offset=e["offset"])
-                        where = target if e.get("device", "cpu") == target.type else "cpu"
                         tensors[e["name"]] = view.view(e["shape"]).to(where, copy=True)
                         del view
                         done = (e["offset"] + e["nbytes"]) // CRC_CHUNK_BYTES  # chunks wholly copied so far
