@@ -3,7 +3,6 @@
     python tools/execute_notebooks.py book/01_what_is_goodput.ipynb [more.ipynb ...]
     python tools/execute_notebooks.py --time-only book/*.ipynb labs/*.ipynb   # time them, write nothing
 
-
 No parameters are injected (the ``parameters`` cell reads GOODPUTLAB_SMOKE), so the
 stored notebook keeps its own cells exactly. Fails on any cell error.
 """
@@ -50,7 +49,8 @@ def main(args: list[str]) -> int:
     for p in paths:
         elapsed = execute(Path(p), write=write)
         over += elapsed > BUDGET_S
-        print(f"{p}: {elapsed:.1f} s{'  OVER the 60 s budget' if elapsed > BUDGET_S else ''}", flush=True)
+        note = f"  OVER the {BUDGET_S:.0f} s budget" if elapsed > BUDGET_S else ""
+        print(f"{p}: {elapsed:.1f} s{note}", flush=True)
     if not write:
         print(f"{len(paths) - over} of {len(paths)} within the {BUDGET_S:.0f} s SMOKE budget (kernel start included)")
     return 0
