@@ -1,5 +1,6 @@
 # goodputlab: `make lab` opens the book, `make test` runs every test.
-# Both create .venv and install into it on first use.
+# Both create .venv and install into it on first use: `make lab` only what the book
+# needs (the `book` extra), `make test` the test tools as well (the `test` extra).
 #
 # Which torch: TORCH=auto (default) installs a CUDA build where `nvidia-smi -L`
 # finds a GPU and the CPU build everywhere else (constraints/cpu.txt, plus the
@@ -11,6 +12,8 @@ BIN := $(VENV)/bin
 TORCH ?= auto
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 CHAPTER ?= book/01_what_is_goodput.ipynb
+# the folder JupyterLab serves (the repository, so book/ and labs/ are both reachable)
+LAB_ROOT ?= $(CURDIR)
 LAB_ARGS ?=
 PYTEST_ARGS ?=
 # JupyterLab refuses to run as root unless told; containers and CI often are root
@@ -22,21 +25,29 @@ else
   TORCH_BUILD := $(TORCH)
 endif
 
-STAMP := $(VENV)/.installed-$(TORCH_BUILD)
+BOOK_STAMP := $(VENV)/.installed-$(TORCH_BUILD)-book
+TEST_STAMP := $(VENV)/.installed-$(TORCH_BUILD)-test
+comma_book_test := book,test
+# JupyterLab settings for the book (no news feed: it needs the network and covers the notebook)
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
 
 .PHONY: lab test install test-fast notebooks bench clean help
 
 help:
-	@echo "make lab    - set up .venv and open the book in JupyterLab"
-	@echo "make test   - set up .venv and run the whole test suite"
-	@echo "make bench  - run the benchmarks (figures go in benchmarks/RESULTS.md)"
+	@echo "make lab        - set up .venv (book only) and open chapter 1 in JupyterLab (about 1 min the first time)"
+	@echo "                  CHAPTER=labs/01_where_did_the_time_go.ipynb opens another notebook"
+	@echo "make test       - set up .venv (book and test tools) and run the whole suite (about 16 min on 2 cores)"
+	@echo "make test-fast  - the package's tests without the notebooks (about 8 min on 2 cores)"
+	@echo "make bench      - run the benchmarks (figures go in benchmarks/RESULTS.md)"
+	@echo "make clean      - remove run outputs (runs/, pytest caches)"
 	@echo "torch build here: $(TORCH_BUILD) (override with TORCH=cpu|cuda)"
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "goodputlab needs Python >= 3.11, found " + sys.version.split()[0]'
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml constraints/cpu.txt | $(BIN)/python
+# $(call pip_install,EXTRAS): install the package (editable) with the right torch build and EXTRAS
+define pip_install
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@set -e; \
 	if [ "$(TORCH_BUILD)" = cpu ]; then \
@@ -45,26 +56,37 @@ $(STAMP): pyproject.toml constraints/cpu.txt | $(BIN)/python
 	    extra="$$extra --extra-index-url $(TORCH_CPU_INDEX)"; \
 	  fi; \
 	else extra=""; fi; \
-	echo "installing goodputlab with a $(TORCH_BUILD) torch build"; \
-	$(BIN)/python -m pip install --quiet $$extra -e '.[book,test]'
-	@rm -f $(VENV)/.installed-*
+	echo "installing goodputlab[$(1)] with a $(TORCH_BUILD) torch build"; \
+	$(BIN)/python -m pip install --quiet $$extra -e '.[$(1)]'
+	@find $(VENV) -maxdepth 1 -name '.installed-*' ! -name '.installed-$(TORCH_BUILD)-*' -delete
+	@mkdir -p $(dir $(LAB_SETTINGS)) && cp binder/overrides.json $(LAB_SETTINGS)
+endef
+
+$(BOOK_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json | $(BIN)/python
+	$(call pip_install,book)
 	@touch $@
 
-install: $(STAMP)
+# the test tools include the book's dependencies, so a test install serves the book too
+$(TEST_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json | $(BIN)/python
+	$(call pip_install,$(comma_book_test))
+	@touch $@ $(BOOK_STAMP)
 
-lab: $(STAMP)
-	$(BIN)/jupyter lab $(ALLOW_ROOT) $(LAB_ARGS) $(CHAPTER)
+install: $(TEST_STAMP)
+
+# The server's root is the repository, so book/, labs/ and docs/ are all reachable; CHAPTER opens first.
+lab: $(BOOK_STAMP)
+	$(BIN)/jupyter lab $(ALLOW_ROOT) --ServerApp.root_dir=$(LAB_ROOT) --LabApp.default_url=/lab/tree/$(CHAPTER) $(LAB_ARGS)
 
 # Everything: unit and end-to-end tests, every notebook under papermill, nbval on the committed notebooks.
-test: $(STAMP)
+test: $(TEST_STAMP)
 	GOODPUTLAB_SMOKE=1 $(BIN)/python -m pytest tests --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg book labs $(PYTEST_ARGS)
 
 # The package's tests alone, without notebooks.
-test-fast: $(STAMP)
+test-fast: $(TEST_STAMP)
 	$(BIN)/python -m pytest tests -m "not notebooks" $(PYTEST_ARGS)
 
 # Every benchmark in turn (about 20 minutes on 2 cores); record what they print in benchmarks/RESULTS.md.
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/ledger_overhead.py
 	$(BIN)/python benchmarks/simulate_speed.py
 	$(BIN)/python benchmarks/checkpoint_stall.py
@@ -72,4 +94,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/validate_theory.py
 
 clean:
-	rm -rf runs .pytest_cache
+	rm -rf runs .pytest_cache benchmarks/out
