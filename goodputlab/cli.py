@@ -228,6 +228,22 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _as_typed(argv: list[str], flag: str, value: object) -> str:
+    """The value of ``flag`` as the user typed it (``" 0"``, not the parsed ``0.0``), with its leading
+    space; ``""`` for a switch; ``" (not given)"`` for a setting the flag never named."""
+    if isinstance(value, bool):
+        return ""
+    typed = None
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            typed = argv[i + 1]
+        elif arg.startswith(flag + "="):
+            typed = arg[len(flag) + 1 :]
+    if typed is not None:
+        return " " + (typed if typed != "" else "''")
+    return " (not given)" if value is None else f" {value!s}"
+
+
 def _flag(field: str) -> str:
     return cli_theory.FLAGS.get(field, "--" + field.replace("_", "-"))
 
@@ -242,7 +258,9 @@ def main(argv: list[str] | None = None) -> int:
         with StopSignals(linger=argv is None):
             return args.func(args)
     except ConfigError as e:
-        print(f"goodputlab {args.command}: error: {_flag(e.field)} {e.value!s} is invalid; allowed: {e.allowed}", file=sys.stderr)
+        flag = _flag(e.field)
+        shown = _as_typed(sys.argv[1:] if argv is None else argv, flag, e.value)
+        print(f"goodputlab {args.command}: error: {flag}{shown} is invalid; allowed: {e.allowed}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt as e:
         name = f" ({e.signal_name})" if isinstance(e, RunInterrupted) else ""

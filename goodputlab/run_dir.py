@@ -139,6 +139,10 @@ def claim_run_dir(out: str | Path, overwrite: bool = False, resume: bool = False
     if isinstance(out, str) and out.strip() == "":
         raise ConfigError("out", repr(out), "a folder path (an empty one would mean the current folder)")
     path = Path(out).expanduser()
+    if resume and not path.is_dir():
+        raise ConfigError("out", shown, "with --resume, the folder of an earlier goodputlab run")
+    if os.path.lexists(path) and not path.is_dir():
+        raise ConfigError("out", shown, "a folder (this is a file)")
     try:
         path.mkdir(parents=True, exist_ok=True)
         if not path.is_dir():
