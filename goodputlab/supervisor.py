@@ -259,8 +259,7 @@ def _supervise(
                 if cause is None and time.monotonic() >= deadline:
                     cause = "poisson"
 
-            if cause is None:  # the worker exited by itself
-                _kill_group(proc)  # its DataLoader workers too, should any be left
+            if cause is None:  # the worker exited by itself (its DataLoader workers die with it: PDEATHSIG)
                 log.drain()
                 handle(tail.poll())  # what it wrote last (a skipped checkpoint, say)
                 if proc.returncode == 0:
@@ -295,6 +294,7 @@ def _supervise(
             _finish(ev, run_dir, config, completed=False, reason=reason, logs=logs)
         except Exception as e:  # never hide why the run stopped behind why its summary could not be written
             exc.add_note(f"goodputlab: the run's summary could not be written: {e}")
+            ev.close()
         raise
     finally:
         if memory_tier is not None:
