@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from . import __version__, cli_theory
+from . import cli_efficiency
 from .errors import ConfigError
 from .workload import PRESETS
 
@@ -162,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_run(sub)
     cli_theory.register(sub)
+    cli_efficiency.register(sub)
     return p
 
 

@@ -1,0 +1,230 @@
+"""CLI sub-command for statistical efficiency: ``goodputlab batch-sweep``.
+
+The main CLI calls :func:`register` with its sub-parsers. Bad input raises
+:class:`~goodputlab.errors.ConfigError`, which the main CLI prints as one line and
+exits with 2; :data:`FLAGS` maps the error's ``field`` to the flag the user typed
+(each field of :class:`~goodputlab.efficiency.analysis.SweepConfig` is named after its
+flag, so the main CLI's default mapping gives the same flag; a test checks both agree).
+
+Run standalone: ``python -m goodputlab.cli_efficiency batch-sweep --batch-sizes 8,32,128``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from goodputlab.efficiency.analysis import (
+    DEFAULT_BATCH_SIZES,
+    DEFAULT_TARGET_LOSS,
+    LR_RULES,
+    SweepAnalysis,
+    SweepConfig,
+    SweepResult,
+    parse_batch_sizes,
+)
+from goodputlab.workload import PRESETS
+
+#: ConfigError.field -> command-line flag.
+FLAGS: dict[str, str] = {
+    "batch_sizes": "--batch-sizes",
+    "target_loss": "--target-loss",
+    "lr_rule": "--lr-rule",
+    "lr": "--lr",
+    "max_steps": "--max-steps",
+    "model": "--model",
+    "seed": "--seed",
+    "threads": "--threads",
+    "timed_steps": "--timed-steps",
+    "warmup_steps": "--warmup-steps",
+    "rounds": "--rounds",
+    "eval_sequences": "--eval-sequences",
+    "eval_growth": "--eval-growth",
+    "noise_window": "--noise-window",
+    "pool_sequences": "--pool-sequences",
+    "out": "--out",
+}
+
+_DEFAULTS = SweepConfig()
+
+
+def _typed(kind, allowed: str):
+    def parse(text: str):
+        try:
+            return kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not valid: {allowed}") from None
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``batch-sweep`` sub-command to ``subparsers``."""
+    INT = _typed(int, "a whole number")
+    NUM = _typed(float, "a number")
+    p = subparsers.add_parser(
+        "batch-sweep",
+        help="train at several batch sizes to a target loss: throughput, statistical efficiency, goodput (Pollux)",
+        description="Train the lab's GPT at each batch size until a held-out loss reaches the target; measure "
+        "throughput, steps and samples to the target, statistical efficiency against the smallest batch, the "
+        "gradient noise scale, and goodput = throughput x efficiency.",
+    )
+    p.add_argument(
+        "--batch-sizes", default=",".join(map(str, DEFAULT_BATCH_SIZES)),
+        help=f"comma-separated even batch sizes, sequences per step (default {','.join(map(str, DEFAULT_BATCH_SIZES))})",
+    )
+    p.add_argument(
+        "--target-loss", type=NUM, default=DEFAULT_TARGET_LOSS,
+        help=f"held-out loss to reach, nats per token, between the source's entropy and ln(vocab) (default {DEFAULT_TARGET_LOSS})",
+    )
+    p.add_argument("--lr-rule", default=_DEFAULTS.lr_rule, help=f"learning rate against batch size: {', '.join(LR_RULES)} (default {_DEFAULTS.lr_rule})")
+    p.add_argument("--lr", type=NUM, default=_DEFAULTS.lr, help=f"AdamW learning rate at the smallest batch size (default {_DEFAULTS.lr:g})")
+    p.add_argument("--max-steps", type=INT, default=_DEFAULTS.max_steps, help=f"step budget per batch size (default {_DEFAULTS.max_steps})")
+    p.add_argument("--model", default=_DEFAULTS.model, help=f"size preset: {', '.join(PRESETS)} (default {_DEFAULTS.model})")
+    p.add_argument("--seed", type=INT, default=_DEFAULTS.seed, help="seeds model, data and order (default 0)")
+    p.add_argument("--threads", type=INT, default=_DEFAULTS.threads, help=f"torch threads (default {_DEFAULTS.threads})")
+    g = p.add_argument_group("measurement")
+    g.add_argument("--timed-steps", type=INT, default=_DEFAULTS.timed_steps, help=f"steps timed per batch size and round (default {_DEFAULTS.timed_steps})")
+    g.add_argument("--warmup-steps", type=INT, default=_DEFAULTS.warmup_steps, help=f"untimed steps before them (default {_DEFAULTS.warmup_steps})")
+    g.add_argument("--rounds", type=INT, default=_DEFAULTS.rounds, help=f"interleaved timing rounds (default {_DEFAULTS.rounds})")
+    g.add_argument("--eval-sequences", type=INT, default=_DEFAULTS.eval_sequences, help=f"held-out sequences (default {_DEFAULTS.eval_sequences})")
+    g.add_argument("--eval-growth", type=NUM, default=_DEFAULTS.eval_growth, help=f"held-out loss measured at steps growing by this factor (default {_DEFAULTS.eval_growth})")
+    g.add_argument("--noise-window", type=NUM, default=_DEFAULTS.noise_window, help=f"samples the noise-scale estimate averages over (default {_DEFAULTS.noise_window:g})")
+    g.add_argument("--pool-sequences", type=INT, default=_DEFAULTS.pool_sequences, help=f"training sequences generated (default {_DEFAULTS.pool_sequences})")
+    g = p.add_argument_group("output")
+    g.add_argument("--json", action="store_true", help="print the analysis as one JSON object instead of the table")
+    g.add_argument("--out", type=Path, default=None, help="also write every measurement (loss curves, step times) to this JSON file")
+    g.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_batch_sweep)
+
+
+def config_from_args(args: argparse.Namespace) -> SweepConfig:
+    """The :class:`SweepConfig` the flags describe (raises ConfigError naming the field)."""
+    return SweepConfig(
+        batch_sizes=parse_batch_sizes(args.batch_sizes),
+        target_loss=args.target_loss,
+        lr_rule=args.lr_rule,
+        lr=args.lr,
+        max_steps=args.max_steps,
+        model=args.model,
+        seed=args.seed,
+        threads=args.threads,
+        timed_steps=args.timed_steps,
+        warmup_steps=args.warmup_steps,
+        rounds=args.rounds,
+        eval_sequences=args.eval_sequences,
+        eval_growth=args.eval_growth,
+        noise_window=args.noise_window,
+        pool_sequences=args.pool_sequences,
+    )
+
+
+class _Bar:
+    """A tqdm bar over the sweep's parts (timing, then one training run per batch size)."""
+
+    def __init__(self, total: int):
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=total, unit="part", desc="batch-sweep", leave=True, file=sys.stderr)
+
+    def __call__(self, p) -> None:
+        if p.done > self.bar.n:
+            self.bar.update(p.done - self.bar.n)
+        if p.phase == "throughput":
+            self.bar.set_description("timing steps")
+            self.bar.set_postfix(batch=p.batch_size)
+        elif p.phase == "train":
+            self.bar.set_description(f"training batch {p.batch_size}")
+            self.bar.set_postfix(step=p.step, loss=f"{p.loss:.3f}", noise_scale=f"{p.noise_scale:.0f}")
+        else:
+            self.bar.set_description("batch-sweep")
+            self.bar.set_postfix()
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def run_batch_sweep(args: argparse.Namespace) -> int:
+    config = config_from_args(args)  # validate everything before importing torch
+    if args.out is not None and args.out.is_dir():
+        from goodputlab.errors import ConfigError
+
+        raise ConfigError("out", str(args.out), "a file path for the JSON results, not a directory")
+    from goodputlab.efficiency.sweep import run_sweep
+
+    bar = None if args.quiet else _Bar(len(config.batch_sizes) + 1)
+    try:
+        result = run_sweep(config, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    analysis = result.analyse()
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"result": result.to_dict(), "analysis": analysis.to_json()}, indent=1))
+    if args.json:
+        print(json.dumps(analysis.to_json(), indent=1))
+    else:
+        print(report(result, analysis))
+        if args.out is not None:
+            print(f"\nevery measurement in {args.out}")
+    return 0
+
+
+def _fmt(x, spec: str, none: str = "-") -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return none
+    return format(x, spec)
+
+
+def report(result: SweepResult, analysis: SweepAnalysis) -> str:
+    """The sweep as a table and the headline figures."""
+    cfg, m = result.config, result.machine
+    lines = [
+        f"batch-size sweep: {cfg.model} model, lr rule {cfg.lr_rule} (lr {cfg.lr:g} at batch {cfg.base_batch}), "
+        f"target held-out loss {analysis.target_loss:g} nats (source entropy {cfg.source_entropy:.3f}), "
+        f"{m.get('threads', cfg.threads)} torch thread(s), torch {m.get('torch', '?')}, {result.wall_s:.0f} s",
+        "",
+        f"{'batch':>6}{'lr':>9}{'samples/s':>11}{'steps':>8}{'samples':>9}{'efficiency':>12}{'predicted':>11}"
+        f"{'goodput':>9}{'predicted':>11}{'B_noise':>9}",
+    ]
+    for r in analysis.rows:
+        missed = "" if r["reached"] else f"  missed ({r['stopped'].replace('_', ' ')})"
+        lines.append(
+            f"{r['batch_size']:>6}{r['lr']:>9.2g}{r['samples_per_s']:>11.0f}{_fmt(r['steps_to_target'], 'd'):>8}"
+            f"{_fmt(r['samples_to_target'], 'd'):>9}{_fmt(r['statistical_efficiency'], '.3f'):>12}"
+            f"{_fmt(r['predicted_efficiency'], '.3f'):>11}{_fmt(r['goodput'], '.0f'):>9}"
+            f"{_fmt(r['predicted_goodput'], '.0f'):>11}{_fmt(r['noise_scale_at_target'], '.0f'):>9}{missed}"
+        )
+    crit = analysis.critical_batch
+    fit = analysis.throughput_fit
+    lines += [
+        "",
+        "efficiency: samples the smallest batch needed / samples this batch needed; predicted (B_noise + M0) / (B_noise + M)",
+        "goodput: samples/s x efficiency (samples/s worth of progress at the smallest batch)",
+        f"gradient noise scale at the target: {_fmt(analysis.noise_scale, '.1f')} sequences "
+        f"(median of the runs' estimates)",
+        f"critical batch size (samples = E_min (1 + M / B_crit) fitted): {_fmt(None if crit is None else crit['b_crit'], '.1f')}",
+        f"throughput model: {1000 * fit.overhead_s:.2f} ms + {1000 * fit.per_sample_s:.3f} ms per sequence; knee "
+        f"{_fmt(fit.knee, '.1f')} sequences",
+        f"best batch size: measured {_fmt(analysis.best_batch_size, 'd')}, predicted {_fmt(analysis.predicted_best_batch_size, 'd')} "
+        f"(closed form sqrt(B_noise x knee) = {_fmt(analysis.optimal_batch_size, '.1f')})",
+    ]
+    if analysis.missed:
+        lines.append(f"missed the target within {cfg.max_steps} steps: {', '.join(map(str, analysis.missed))}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry point (the same handling as ``goodputlab``'s)."""
+    from goodputlab.cli import main as cli_main
+
+    return cli_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
