@@ -148,12 +148,24 @@ class _Bar:
         self.bar.close()
 
 
+def _check_writable(path: Path) -> None:
+    """Fail before minutes of training, not after, if the results cannot be written to ``path``."""
+    from goodputlab.errors import ConfigError
+
+    if path.is_dir():
+        raise ConfigError("out", str(path), "a file path for the JSON results, not a directory")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a"):
+            pass
+    except OSError as e:
+        raise ConfigError("out", str(path), f"a writable file path ({e.strerror})") from None
+
+
 def run_batch_sweep(args: argparse.Namespace) -> int:
     config = config_from_args(args)  # validate everything before importing torch
-    if args.out is not None and args.out.is_dir():
-        from goodputlab.errors import ConfigError
-
-        raise ConfigError("out", str(args.out), "a file path for the JSON results, not a directory")
+    if args.out is not None:
+        _check_writable(args.out)
     from goodputlab.efficiency.sweep import run_sweep
 
     bar = None if args.quiet else _Bar(len(config.batch_sizes) + 1)
@@ -164,7 +176,6 @@ def run_batch_sweep(args: argparse.Namespace) -> int:
             bar.close()
     analysis = result.analyse()
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"result": result.to_dict(), "analysis": analysis.to_json()}, indent=1))
     if args.json:
         print(json.dumps(analysis.to_json(), indent=1))
