@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -21,10 +20,9 @@ from goodputlab.efficiency.analysis import (
     DEFAULT_BATCH_SIZES,
     DEFAULT_TARGET_LOSS,
     LR_RULES,
-    SweepAnalysis,
     SweepConfig,
-    SweepResult,
     parse_batch_sizes,
+    report,
 )
 from goodputlab.workload import PRESETS
 
@@ -123,31 +121,6 @@ def config_from_args(args: argparse.Namespace) -> SweepConfig:
     )
 
 
-class _Bar:
-    """A tqdm bar over the sweep's parts (timing, then one training run per batch size)."""
-
-    def __init__(self, total: int):
-        from tqdm.auto import tqdm
-
-        self.bar = tqdm(total=total, unit="part", desc="batch-sweep", leave=True, file=sys.stderr)
-
-    def __call__(self, p) -> None:
-        if p.done > self.bar.n:
-            self.bar.update(p.done - self.bar.n)
-        if p.phase == "throughput":
-            self.bar.set_description("timing steps")
-            self.bar.set_postfix(batch=p.batch_size)
-        elif p.phase == "train":
-            self.bar.set_description(f"training batch {p.batch_size}")
-            self.bar.set_postfix(step=p.step, loss=f"{p.loss:.3f}", noise_scale=f"{p.noise_scale:.0f}")
-        else:
-            self.bar.set_description("batch-sweep")
-            self.bar.set_postfix()
-
-    def close(self) -> None:
-        self.bar.close()
-
-
 def _check_writable(path: Path) -> None:
     """Fail before minutes of training, not after, if the results cannot be written to ``path``."""
     from goodputlab.errors import ConfigError
@@ -166,9 +139,9 @@ def run_batch_sweep(args: argparse.Namespace) -> int:
     config = config_from_args(args)  # validate everything before importing torch
     if args.out is not None:
         _check_writable(args.out)
-    from goodputlab.efficiency.sweep import run_sweep
+    from goodputlab.efficiency.sweep import SweepBar, run_sweep
 
-    bar = None if args.quiet else _Bar(len(config.batch_sizes) + 1)
+    bar = None if args.quiet else SweepBar(config)
     try:
         result = run_sweep(config, progress=bar)
     finally:
@@ -184,50 +157,6 @@ def run_batch_sweep(args: argparse.Namespace) -> int:
         if args.out is not None:
             print(f"\nevery measurement in {args.out}")
     return 0
-
-
-def _fmt(x, spec: str, none: str = "-") -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return none
-    return format(x, spec)
-
-
-def report(result: SweepResult, analysis: SweepAnalysis) -> str:
-    """The sweep as a table and the headline figures."""
-    cfg, m = result.config, result.machine
-    lines = [
-        f"batch-size sweep: {cfg.model} model, lr rule {cfg.lr_rule} (lr {cfg.lr:g} at batch {cfg.base_batch}), "
-        f"target held-out loss {analysis.target_loss:g} nats (source entropy {cfg.source_entropy:.3f}), "
-        f"{m.get('threads', cfg.threads)} torch thread(s), torch {m.get('torch', '?')}, {result.wall_s:.0f} s",
-        "",
-        f"{'batch':>6}{'lr':>9}{'samples/s':>11}{'steps':>8}{'samples':>9}{'efficiency':>12}{'predicted':>11}"
-        f"{'goodput':>9}{'predicted':>11}{'B_noise':>9}",
-    ]
-    for r in analysis.rows:
-        missed = "" if r["reached"] else f"  missed ({r['stopped'].replace('_', ' ')})"
-        lines.append(
-            f"{r['batch_size']:>6}{r['lr']:>9.2g}{r['samples_per_s']:>11.0f}{_fmt(r['steps_to_target'], 'd'):>8}"
-            f"{_fmt(r['samples_to_target'], 'd'):>9}{_fmt(r['statistical_efficiency'], '.3f'):>12}"
-            f"{_fmt(r['predicted_efficiency'], '.3f'):>11}{_fmt(r['goodput'], '.0f'):>9}"
-            f"{_fmt(r['predicted_goodput'], '.0f'):>11}{_fmt(r['noise_scale_at_target'], '.0f'):>9}{missed}"
-        )
-    crit = analysis.critical_batch
-    fit = analysis.throughput_fit
-    lines += [
-        "",
-        "efficiency: samples the smallest batch needed / samples this batch needed; predicted (B_noise + M0) / (B_noise + M)",
-        "goodput: samples/s x efficiency (samples/s worth of progress at the smallest batch)",
-        f"gradient noise scale at the target: {_fmt(analysis.noise_scale, '.1f')} sequences "
-        f"(median of the runs' estimates)",
-        f"critical batch size (samples = E_min (1 + M / B_crit) fitted): {_fmt(None if crit is None else crit['b_crit'], '.1f')}",
-        f"throughput model: {1000 * fit.overhead_s:.2f} ms + {1000 * fit.per_sample_s:.3f} ms per sequence; knee "
-        f"{_fmt(fit.knee, '.1f')} sequences",
-        f"best batch size: measured {_fmt(analysis.best_batch_size, 'd')}, predicted {_fmt(analysis.predicted_best_batch_size, 'd')} "
-        f"(closed form sqrt(B_noise x knee) = {_fmt(analysis.optimal_batch_size, '.1f')})",
-    ]
-    if analysis.missed:
-        lines.append(f"missed the target within {cfg.max_steps} steps: {', '.join(map(str, analysis.missed))}")
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

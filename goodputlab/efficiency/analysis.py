@@ -765,6 +765,50 @@ def adaptive_batch_sizes(result: SweepResult, losses: Iterable[float]) -> list[d
     return out
 
 
+def _fmt(x, spec: str, none: str = "-") -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return none
+    return format(x, spec)
+
+
+def report(result: SweepResult, analysis: SweepAnalysis) -> str:
+    """The sweep as a table and the headline figures."""
+    cfg, m = result.config, result.machine
+    lines = [
+        f"batch-size sweep: {cfg.model} model, lr rule {cfg.lr_rule} (lr {cfg.lr:g} at batch {cfg.base_batch}), "
+        f"target held-out loss {analysis.target_loss:g} nats (source entropy {cfg.source_entropy:.3f}), "
+        f"{m.get('threads', cfg.threads)} torch thread(s), torch {m.get('torch', '?')}, {result.wall_s:.0f} s",
+        "",
+        f"{'batch':>6}{'lr':>9}{'samples/s':>11}{'steps':>8}{'samples':>9}{'efficiency':>12}{'predicted':>11}"
+        f"{'goodput':>9}{'predicted':>11}{'B_noise':>9}",
+    ]
+    for r in analysis.rows:
+        missed = "" if r["reached"] else f"  missed ({r['stopped'].replace('_', ' ')})"
+        lines.append(
+            f"{r['batch_size']:>6}{r['lr']:>9.2g}{r['samples_per_s']:>11.0f}{_fmt(r['steps_to_target'], 'd'):>8}"
+            f"{_fmt(r['samples_to_target'], 'd'):>9}{_fmt(r['statistical_efficiency'], '.3f'):>12}"
+            f"{_fmt(r['predicted_efficiency'], '.3f'):>11}{_fmt(r['goodput'], '.0f'):>9}"
+            f"{_fmt(r['predicted_goodput'], '.0f'):>11}{_fmt(r['noise_scale_at_target'], '.0f'):>9}{missed}"
+        )
+    crit = analysis.critical_batch
+    fit = analysis.throughput_fit
+    lines += [
+        "",
+        "efficiency: samples the smallest batch needed / samples this batch needed; predicted (B_noise + M0) / (B_noise + M)",
+        "goodput: samples/s x efficiency (samples/s worth of progress at the smallest batch)",
+        f"gradient noise scale at the target: {_fmt(analysis.noise_scale, '.1f')} sequences "
+        f"(median of the runs' estimates)",
+        f"critical batch size (samples = E_min (1 + M / B_crit) fitted): {_fmt(None if crit is None else crit['b_crit'], '.1f')}",
+        f"throughput model: {1000 * fit.overhead_s:.2f} ms + {1000 * fit.per_sample_s:.3f} ms per sequence; knee "
+        f"{_fmt(fit.knee, '.1f')} sequences",
+        f"best batch size: measured {_fmt(analysis.best_batch_size, 'd')}, predicted {_fmt(analysis.predicted_best_batch_size, 'd')} "
+        f"(closed form sqrt(B_noise x knee) = {_fmt(analysis.optimal_batch_size, '.1f')})",
+    ]
+    if analysis.missed:
+        lines.append(f"missed the target within {cfg.max_steps} steps: {', '.join(map(str, analysis.missed))}")
+    return "\n".join(lines)
+
+
 def _jsonable(x):
     """Plain JSON types: numpy scalars to Python, nan and inf to None, tuples to lists."""
     if isinstance(x, dict):

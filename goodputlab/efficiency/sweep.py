@@ -196,6 +196,37 @@ def train_to_target(lab: Lab, batch_size: int, progress: ProgressCallback | None
     return traj
 
 
+class SweepBar:
+    """A progress callback that draws a tqdm bar over the sweep's parts (timing, then one
+    training run per batch size), with the current step, loss and noise scale beside it.
+    ``tqdm.auto``: a text bar on a terminal (on stderr), a widget in a notebook."""
+
+    def __init__(self, config: SweepConfig):
+        import sys
+
+        from tqdm.auto import tqdm
+
+        total = len(config.batch_sizes) + 1
+        self.bar = tqdm(total=total, unit="part", desc=f"sweep ({config.lr_rule})", leave=True, file=sys.stderr)
+
+    def __call__(self, p) -> None:
+        if p.done > self.bar.n:
+            self.bar.update(p.done - self.bar.n)
+        if p.phase == "throughput":
+            self.bar.set_description("timing steps")
+            self.bar.set_postfix(batch=p.batch_size)
+        elif p.phase == "train":
+            self.bar.set_description(f"training batch {p.batch_size}")
+            self.bar.set_postfix(step=p.step, loss=f"{p.loss:.3f}", noise_scale=f"{p.noise_scale:.0f}")
+        else:
+            self.bar.set_description("sweep done")
+            self.bar.set_postfix()
+            self.close()
+
+    def close(self) -> None:
+        self.bar.close()
+
+
 def machine_info(threads: int) -> dict:
     """What the figures came from: cores, torch threads, torch version, processor."""
     return {
