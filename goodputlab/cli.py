@@ -18,6 +18,7 @@ import warnings
 from pathlib import Path
 
 from . import __version__, cli_theory
+from . import cli_efficiency
 from .errors import ConfigError, RunFileError
 from .interrupts import RunInterrupted, StopSignals
 from .workload import PRESETS
@@ -225,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_run(sub)
     cli_theory.register(sub)
+    cli_efficiency.register(sub)
     return p
 
 
