@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import __version__, cli_theory
+from . import __version__, cli_serving, cli_theory
 from .errors import ConfigError
 from .workload import PRESETS
 
@@ -162,11 +162,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_run(sub)
     cli_theory.register(sub)
+    cli_serving.register(sub)
     return p
 
 
-def _flag(field: str) -> str:
-    return cli_theory.FLAGS.get(field, "--" + field.replace("_", "-"))
+def _flag(field: str, flags: dict[str, str] | None = None) -> str:
+    """The flag of a ConfigError's field: from the sub-command's own ``flags`` default when it sets one."""
+    return (flags if flags is not None else cli_theory.FLAGS).get(field, "--" + field.replace("_", "-"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except ConfigError as e:
-        print(f"goodputlab {args.command}: error: {_flag(e.field)} {e.value!s} is invalid; allowed: {e.allowed}", file=sys.stderr)
+        print(f"goodputlab {args.command}: error: {_flag(e.field, getattr(args, 'flags', None))} {e.value!s} is invalid; allowed: {e.allowed}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"goodputlab {args.command}: interrupted; no process left running", file=sys.stderr)
