@@ -59,9 +59,10 @@ class GoodputSearch:
         durations = sorted({p.duration_s for p in self.probes})
         dur = f"{durations[0]:.3g} s" if len(durations) == 1 else f"{durations[0]:.3g}-{durations[-1]:.3g} s"
         counts = [p.requests for p in self.probes]
+        per_rate = f"{min(counts)}" if min(counts) == max(counts) else f"{min(counts)}-{max(counts)}"
         text = (
-            f"{len(self.probes)} rates measured, each for {dur} of Poisson arrivals "
-            f"({min(counts)}-{max(counts)} requests per rate, {sum(counts)} in all). "
+            f"{len(self.probes)} rate{'s' if len(self.probes) > 1 else ''} measured, each for {dur} of Poisson arrivals "
+            f"({per_rate} requests per rate, {sum(counts)} in all). "
         )
         if self.capped:
             return text + f"Every rate measured, up to {self.goodput_rps:g} req/s, met {self.target:.0%}: goodput is at least that."
