@@ -223,3 +223,14 @@ def test_config_errors_name_their_fields():
     with pytest.raises(ConfigError) as e:
         ServerConfig(model="tiny").check_mix(__import__("goodputlab.serving", fromlist=["parse_mix"]).parse_mix("200-250/10-20"))
     assert e.value.field == "mix"
+
+
+def test_only_the_colocated_workers_stop_decoding_for_prefills(both_modes):
+    from goodputlab.serving.analysis import interference
+
+    _, results, _, _ = both_modes
+    colocated, disaggregated = interference(results["colocated"]), interference(results["disaggregated"])
+    assert colocated["prefills_interrupting"] > 0 and colocated["stall_seq_s"] > 0
+    assert disaggregated["prefills_interrupting"] == 0 and disaggregated["stall_seq_s"] == 0
+    for i in (colocated, disaggregated):
+        assert i["prefills"] == len(results["colocated"].records) and i["decode_steps"] > 0

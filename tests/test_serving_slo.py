@@ -255,3 +255,18 @@ def test_workload_rejects_bad_values(kwargs, field):
     with pytest.raises(ConfigError) as e:
         poisson_workload(**args)
     assert e.value.field == field
+
+
+def test_interference_from_traces_and_token_gaps():
+    from goodputlab.serving.analysis import interference, token_gaps_ms
+
+    records = [RequestRecord(0, 0.0, 10, 4, (0.010, 0.015, 0.045, 0.050))]  # gaps 5, 30, 5 ms
+    spans = {"w": [("prefill", 0.000, 0.010, 10, 0), ("decode", 0.010, 0.015, 1, 0),
+                   ("prefill", 0.015, 0.040, 50, 3), ("decode", 0.040, 0.045, 4, 0)]}
+    m = measure_records(records, SLO(100, 10), 1, 1, 2, "colocated", traces=spans)
+    assert token_gaps_ms(m) == pytest.approx([5, 30, 5])
+    i = interference(m)
+    assert (i["decode_steps"], i["prefills"], i["prefills_interrupting"]) == (2, 2, 1)
+    assert i["stall_seq_s"] == pytest.approx(3 * 0.025)  # three sequences waited through a 25 ms prefill
+    assert i["decode_step_ms_median"] == pytest.approx(5) and i["prefill_ms_median"] == pytest.approx(17.5)
+    assert i["gaps_over_tpot"] == pytest.approx(1 / 3) and i["gap_p99_ms"] == pytest.approx(30)

@@ -17,7 +17,7 @@ def synthetic(mode, rate, ttft_s, gap_s, n=20, out=8, mix="chat"):
     """A measurement whose requests all felt the same: TTFT ``ttft_s``, tokens every ``gap_s``."""
     records = [RequestRecord(i, 0.1 * i, 40, out, tuple(0.1 * i + ttft_s + k * gap_s for k in range(out)), worker="w")
                for i in range(n)]
-    spans = [("prefill", 0.0, 0.02, 40), ("decode", 0.02, 0.025, 3), ("handoff", 0.025, 0.026, 40)]
+    spans = [("prefill", 0.0, 0.02, 40, 2), ("decode", 0.02, 0.025, 3, 0), ("handoff", 0.025, 0.026, 40, 3)]
     return measure_records(records, SLO(300, 30), rate, 2.0, 5.0, mode, mix=mix, traces={"w": spans})
 
 

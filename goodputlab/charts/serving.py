@@ -152,10 +152,10 @@ def trace_rows(m: RateMeasurement, start_s: float = 0.0, end_s: float | None = N
     end_s = math.inf if end_s is None else end_s
     rows = []
     for worker, spans in m.info.get("traces", {}).items():
-        for kind, a, b, size in spans:
+        for kind, a, b, size, waiting in spans:
             if b >= start_s and a <= end_s:
                 rows.append({"worker": worker, "kind": kind, "start": round(max(a, start_s), 5), "end": round(min(b, end_s), 5),
-                             "ms": round(1000 * (b - a), 3), "size": size})
+                             "ms": round(1000 * (b - a), 3), "size": size, "waiting": waiting})
     return rows
 
 
@@ -172,7 +172,8 @@ def worker_timeline(m: RateMeasurement, start_s: float = 0.0, seconds: float = 0
             x2="end:Q",
             y=alt.Y("worker:N", title=None),
             color=alt.Color("kind:N", scale=KIND_SCALE, title=None),
-            tooltip=["worker:N", "kind:N", alt.Tooltip("ms:Q", title="ms"), alt.Tooltip("size:Q", title="tokens (prefill) / batch (decode)")],
+            tooltip=["worker:N", "kind:N", alt.Tooltip("ms:Q", title="ms"), alt.Tooltip("size:Q", title="tokens (prefill) / batch (decode)"),
+                     alt.Tooltip("waiting:Q", title="running sequences kept waiting")],
         )
         .properties(width=width, height=40 * max(1, len({r['worker'] for r in rows})), title=f"{m.mode} at {m.rate_rps:g} req/s")
     )

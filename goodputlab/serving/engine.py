@@ -17,7 +17,10 @@ for the cores.
   decode worker copies the row into its own running batch, frees the transfer row, and never
   stops decoding for a prefill.
 
-Every span of work is kept in a trace (kind, start, end, size) for the timeline charts.
+Every span of work is kept in a trace ``(kind, start, end, size, waiting)`` for the timeline charts:
+``size`` is the prompt tokens of a prefill, the batch of a decode step, the positions copied by
+a hand-over; ``waiting`` counts the running sequences that got no token during the span (for a
+prefill on a colocated worker: the sequences it interrupted).
 """
 
 from __future__ import annotations
@@ -68,15 +71,15 @@ class Sequence:
 
 
 class Trace:
-    """Spans of work: (kind, start, end, size), times in seconds since ``t0``."""
+    """Spans of work: (kind, start, end, size, waiting), times in seconds since ``t0``."""
 
     def __init__(self, t0: float):
         self.t0 = t0
-        self.spans: list[tuple[str, float, float, int]] = []
+        self.spans: list[tuple[str, float, float, int, int]] = []
 
-    def add(self, kind: str, start: float, end: float, size: int) -> None:
+    def add(self, kind: str, start: float, end: float, size: int, waiting: int = 0) -> None:
         if len(self.spans) < MAX_TRACE:
-            self.spans.append((kind, start - self.t0, end - self.t0, size))
+            self.spans.append((kind, start - self.t0, end - self.t0, size, waiting))
 
 
 def jobs_from(requests: list[tuple[int, float, Any, int]], t0: float) -> list[Job]:
@@ -203,8 +206,9 @@ class ColocatedEngine:
             while waiting and batch.free and budget > 0 and clock() < horizon:  # at least one per iteration
                 job = waiting.popleft()
                 start = clock()
+                running = len(batch.seqs)
                 seq = batch.prefill(job, clock)
-                trace.add("prefill", start, seq.times[0], job.prompt_len)
+                trace.add("prefill", start, seq.times[0], job.prompt_len, running)
                 budget -= job.prompt_len
                 if seq.done:
                     done.append(seq)
@@ -299,7 +303,7 @@ class DecodeEngine:
                 else:
                     batch.join(seq, self.transfer, row)
                 peer.send(("free", probe, row))
-                trace.add("handoff", start, clock(), length)
+                trace.add("handoff", start, clock(), length, len(batch.seqs) - (0 if seq.done else 1))
                 self.handoffs += 1
                 self.handoff_bytes += kv.cache_nbytes(preset, length)
             if batch.seqs:
