@@ -22,7 +22,11 @@ SLO_LOOSE = SLO(10_000, 1_000)  # every request has time to finish, however busy
 
 @pytest.fixture(scope="module")
 def model():
-    return kv.build_model(PRESET, seed=0)
+    # one torch thread, as in the workers: on a busy 2-core machine two threads spin against each other
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield kv.build_model(PRESET, seed=0)
+    torch.set_num_threads(threads)
 
 
 def test_prefill_matches_the_training_forward(model):
