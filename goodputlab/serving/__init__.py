@@ -13,8 +13,11 @@ What lives here, from pure to launching:
 * :mod:`~goodputlab.serving.engine` (torch): the schedulers: a colocated worker (prefill
   interrupts decode, continuous batching) and the prefill and decode workers of a
   disaggregated server.
+* :mod:`~goodputlab.serving.analysis` (pure): how long decoding waited for prefill, and the gaps
+  between tokens, read from a measurement.
 * :mod:`~goodputlab.serving.cluster` (launches processes): the worker processes of either
-  mode, the KV hand-over between them, one rate measured, the goodput search.
+  mode (:mod:`~goodputlab.serving.worker`, ``python -m goodputlab.serving.worker``), the KV
+  hand-over between them, one rate measured, the goodput search.
 
 Importing this package costs no torch; the torch modules load when a server starts.
 """

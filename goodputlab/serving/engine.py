@@ -276,13 +276,17 @@ class DecodeEngine:
         self.name = name
         self.handoffs = 0  # sequences taken over in the last run
         self.handoff_bytes = 0  # keys and values they carried
+        # hand-overs of a later measurement that arrived while this worker was still finishing an
+        # earlier one (the prefill worker can start the next measurement first)
+        self.early: list[tuple] = []
 
     def run(self, expected: int, t0: float, horizon: float, peer, probe: int, clock: Clock = time.monotonic) -> tuple[list[dict], list[tuple]]:
         """Decode until ``expected`` requests finished or ``horizon``; returns (records, trace spans)."""
         batch = self.batch
         batch.clear()
         self.handoffs = self.handoff_bytes = 0
-        queue: deque = deque()
+        queue: deque = deque(m for m in self.early if m[1] == probe)
+        self.early = [m for m in self.early if m[1] > probe]
         done: list[Sequence] = []
         trace = Trace(t0)
         preset = self.model.preset
@@ -294,6 +298,8 @@ class DecodeEngine:
                 msg = peer.recv()
                 if msg[0] == "kv" and msg[1] == probe:
                     queue.append(msg)
+                elif msg[0] == "kv" and msg[1] > probe:
+                    self.early.append(msg)  # kept for its own measurement; older ones are dropped
             while queue and batch.free:
                 _, _, rid, row, length, token, first, output_len, arrival = queue.popleft()
                 start = clock()
