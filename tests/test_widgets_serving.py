@@ -83,6 +83,7 @@ def test_charts_of_the_chapter():
     rows = C.rate_rows(HISTORY[:6], slo)
     assert [r["rate_rps"] for r in rows] == [4, 8, 12, 4, 8, 12] and rows[0]["mode"] == "colocated"
     assert rows[1]["ttft_p90_ms"] == pytest.approx(100) and rows[1]["tpot_p90_ms"] == pytest.approx(25)
+    assert rows[0]["arrived_rps"] == 10  # 20 requests in 2 s of arrivals
     assert C.latency_vs_rate(rows, slo).to_dict()["hconcat"]
     served = [r["throughput_rps"] for r in chart_rows(C.throughput_vs_rate(rows)) if "throughput_rps" in r]
     assert served == [r["throughput_rps"] for r in rows] and all(0 < t <= 10 for t in served)  # 20 requests in 2+ s
