@@ -17,8 +17,7 @@ import time
 import warnings
 from pathlib import Path
 
-from . import __version__, cli_theory
-from . import cli_efficiency
+from . import __version__, cli_efficiency, cli_serving, cli_theory
 from .errors import ConfigError, RunFileError
 from .interrupts import RunInterrupted, StopSignals
 from .workload import PRESETS
@@ -227,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     cli_theory.register(sub)
     cli_efficiency.register(sub)
+    cli_serving.register(sub)
     return p
 
 
@@ -246,8 +246,9 @@ def _as_typed(argv: list[str], flag: str, value: object) -> str:
     return " (not given)" if value is None else f" {value!s}"
 
 
-def _flag(field: str) -> str:
-    return cli_theory.FLAGS.get(field, "--" + field.replace("_", "-"))
+def _flag(field: str, flags: dict[str, str] | None = None) -> str:
+    """The flag of a ConfigError's field: from the sub-command's own ``flags`` default when it sets one."""
+    return (flags if flags is not None else cli_theory.FLAGS).get(field, "--" + field.replace("_", "-"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -260,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         with StopSignals(linger=argv is None):
             return args.func(args)
     except ConfigError as e:
-        flag = _flag(e.field)
+        flag = _flag(e.field, getattr(args, "flags", None))
         shown = _as_typed(sys.argv[1:] if argv is None else argv, flag, e.value)
         print(f"goodputlab {args.command}: error: {flag}{shown} is invalid; allowed: {e.allowed}", file=sys.stderr)
         return EXIT_USAGE
