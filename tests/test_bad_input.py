@@ -18,6 +18,7 @@ SIM_REQUIRED = {
     "--devices": "1024", "--device-mtbf-h": "50000", "--days": "2",
     "--interval-min": "30", "--save-s": "20", "--restart-s": "300",
 }  # fmt: skip
+SERVE_REQUIRED = {"--rate": "5", "--ttft-ms": "400", "--tpot-ms": "12"}
 
 
 def rows():
@@ -96,6 +97,8 @@ def test_every_documented_bad_input_gives_the_documented_line(flag, command, not
         argv += ["--out", str(tmp_path / "new")]
     if argv[0] == "simulate":
         argv += [x for flag_, value in SIM_REQUIRED.items() if flag_ not in argv for x in (flag_, value)]
+    if argv[0] == "serve-bench":
+        argv += [x for flag_, value in SERVE_REQUIRED.items() if flag_ not in argv for x in (flag_, value)]
     before = sorted(p.name for p in places["root"].rglob("*"))
     try:
         code = main(argv)
