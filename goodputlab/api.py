@@ -115,8 +115,20 @@ def run(
 
 
 def load_run(out: str | Path) -> RunResult:
-    """Open the results of an earlier run from its directory."""
+    """Open the results of a run from its directory: a lab run's, or a :class:`~goodputlab.Recorder`'s.
+
+    A recorder's folder (or a lab run that never wrote ``summary.json``) is summarised
+    from its event logs, every rank's merged. Raises
+    :class:`~goodputlab.recorder.NotARunDirectory` (a ``FileNotFoundError``) when
+    ``out`` holds no run.
+    """
     out = Path(out)
+    if not (out / "summary.json").is_file():
+        from .ledger import summarize
+        from .recorder import read_recording
+
+        events, config = read_recording(out)
+        return RunResult(out, summarize(events, config), events)
     summary = json.loads((out / "summary.json").read_text())
     return RunResult(out, summary, read_events(out / "events.jsonl"))
 

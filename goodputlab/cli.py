@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import __version__, cli_theory
+from . import __version__, cli_report, cli_theory
 from .errors import ConfigError
 from .workload import PRESETS
 
@@ -162,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_run(sub)
     cli_theory.register(sub)
+    cli_report.register(sub)
     return p
 
 

@@ -40,6 +40,10 @@ W_STEP_END = "step_end"  # bookkeeping after a step; carries {"loss", "samples"}
 W_CKPT_SAVE = "ckpt_save"  # the blocking part of a checkpoint save
 W_EXIT = "exit"  # finished: releasing resources before the process exits
 
+# Phase written by goodputlab.recorder (a user's own loop): the loop's code outside the
+# recorded blocks (logging, evaluation). Booked ``other``.
+R_LOOP = "loop"
+
 PHASES = frozenset(
     {
         SUP_START,
@@ -56,6 +60,7 @@ PHASES = frozenset(
         W_STEP_END,
         W_CKPT_SAVE,
         W_EXIT,
+        R_LOOP,
     }
 )
 
@@ -67,6 +72,9 @@ M_CKPT_INTERVAL = "ckpt_interval"  # --ckpt-every auto re-tuned: {"interval_s", 
 M_FINISH = "finish"  # the worker completed every step: {"final_state_sha256", "final_loss"}
 M_WORKER_INFO = "worker_info"  # device, parameter count, state size
 M_PIPELINE_INFO = "pipeline_info"  # the input pipeline as built: loader settings, device prefetch
+
+
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps builds an encoder per call
 
 
 class EventWriter:
@@ -88,7 +96,7 @@ class EventWriter:
         t = self.now() if t is None else t
         record = {"t": round(t, 7), "attempt": self.attempt, "step": step, "kind": kind}
         record.update(fields)
-        line = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+        line = (_ENCODE(record) + "\n").encode()
         with self._lock:
             os.write(self._fd, line)
         return t
