@@ -1,6 +1,6 @@
 """What does gl.Recorder cost a training loop? Per-step time with and without it, side by side.
 
-    python benchmarks/recorder_overhead.py [--steps 20000] [--rounds 7] [--torch-steps 2000]
+    python benchmarks/recorder_overhead.py [--steps 20000] [--rounds 7] [--torch-steps 6000]
 
 Part 1 (no torch): the loop's bodies are empty, so the difference is the recorder and nothing
 else. Rounds alternate a bare loop and a recorded loop of ``--steps`` steps each (a
@@ -110,7 +110,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=20000, help="steps per round of part 1")
     p.add_argument("--rounds", type=int, default=7, help="rounds of part 1 (each: one bare loop, one recorded)")
-    p.add_argument("--torch-steps", type=int, default=2000, help="steps of part 2 (0: skip)")
+    p.add_argument("--torch-steps", type=int, default=6000, help="steps of part 2 (0: skip)")
     args = p.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="recorder-overhead-"))
     try:

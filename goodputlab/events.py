@@ -75,6 +75,28 @@ M_PIPELINE_INFO = "pipeline_info"  # the input pipeline as built: loader setting
 
 
 _ENCODE = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps builds an encoder per call
+_RESERVED = frozenset({"t", "attempt", "step", "kind"})
+
+
+def event_line(t: float, attempt: int, step: int | None, kind: str, fields: dict[str, Any]) -> bytes:
+    """One event as a JSON line: the bytes of ``json.dumps(record, separators=(",", ":"))``.
+
+    The common case (float time, int or no step, a plain kind) is formatted directly,
+    which halves the cost of an event; anything else goes through the JSON encoder.
+    """
+    t = round(t, 7)
+    if (
+        type(t) is float
+        and type(attempt) is int
+        and (step is None or type(step) is int)
+        and (kind in PHASES or (kind.isascii() and kind.isidentifier()))
+        and (not fields or _RESERVED.isdisjoint(fields))
+    ):
+        head = f'{{"t":{t!r},"attempt":{attempt},"step":{"null" if step is None else step},"kind":"{kind}"'
+        return (head + ("," + _ENCODE(fields)[1:] if fields else "}") + "\n").encode()
+    record = {"t": t, "attempt": attempt, "step": step, "kind": kind}
+    record.update(fields)
+    return (_ENCODE(record) + "\n").encode()
 
 
 class EventWriter:
@@ -93,10 +115,9 @@ class EventWriter:
 
     def emit(self, kind: str, step: int | None = None, t: float | None = None, **fields: Any) -> float:
         """Write one event and return its time (seconds since the run started)."""
-        t = self.now() if t is None else t
-        record = {"t": round(t, 7), "attempt": self.attempt, "step": step, "kind": kind}
-        record.update(fields)
-        line = (_ENCODE(record) + "\n").encode()
+        if t is None:
+            t = time.monotonic() - self.t0
+        line = event_line(t, self.attempt, step, kind, fields)
         with self._lock:
             os.write(self._fd, line)
         return t

@@ -121,6 +121,25 @@ def test_the_recorder_writes_the_workers_format(tmp_path):
     assert json.loads((tmp_path / "recorder.json").read_text())["t0_unix"] == events[0]["t0_unix"]
 
 
+@pytest.mark.parametrize(
+    "t,attempt,step,kind,fields",
+    [
+        (1.23456789, 0, 5, "compute", {}),
+        (0.0, 3, None, "init", {"t0_unix": 1.5e9, "host": "vm", "pid": 4}),
+        (1e-9, 0, 0, "step_end", {"loss": None, "samples": [1, 2]}),
+        (2.5, 1, 7, "step_end", {"loss": float("nan")}),
+        (5, 0, 1, "end", {"completed": True, "reason": 'error: "\u00e9"'}),
+        (3.3, 0, True, "compute", {}),
+        (1.0, 0, 2, 'k"ind', {}),
+        (1.0, 0, 2, "\u00e9", {}),
+        (1.0, 0, 2, "end", {"step": 9}),
+    ],
+)
+def test_the_writers_fast_path_writes_what_json_dumps_writes(t, attempt, step, kind, fields):
+    record = {"t": round(t, 7), "attempt": attempt, "step": step, "kind": kind, **fields}
+    assert E.event_line(t, attempt, step, kind, fields) == (json.dumps(record, separators=(",", ":")) + "\n").encode()
+
+
 def test_importing_the_recorder_does_not_import_torch():
     code = "import sys, goodputlab as gl; gl.Recorder; import goodputlab.merge; print('torch' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
