@@ -82,7 +82,8 @@ def main(argv=None) -> int:
                 with rec.checkpoint_save(step):
                     model_sd, optim_sd = get_state_dict(model, optimizer)
                     tmp = ckpt_dir / f"step-{step + 1:06d}.tmp"
-                    dcp.save({"model": model_sd, "optimizer": optim_sd, "step": step + 1}, checkpoint_id=tmp, no_dist=True)
+                    state = {"model": model_sd, "optimizer": optim_sd, "step": step + 1}
+                    dcp.save(state, checkpoint_id=tmp, no_dist=True)
                     os.replace(tmp, ckpt_dir / f"step-{step + 1:06d}")
     print(f"trained {args.steps} steps; final loss {loss.item():.4f}")
     return 0

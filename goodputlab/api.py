@@ -39,6 +39,9 @@ class RunResult:
 
     @property
     def config(self) -> RunConfig:
+        """The lab run's settings (a job recorded with gl.Recorder has none: see ``summary["config"]``)."""
+        if self.summary["config"].get("source") == "recorder":
+            raise AttributeError("a job recorded with gl.Recorder has no RunConfig; its facts are in summary['config']")
         return RunConfig.from_dict(self.summary["config"])
 
     def per_step(self) -> list[dict[str, Any]]:

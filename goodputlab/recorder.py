@@ -45,7 +45,10 @@ The rules (also in docs/ARCHITECTURE.md):
   booked ``other`` (the loop's own code: logging, evaluation); shorter gaps stay
   with the block before (it saves a write per step).
 * **Ranks.** Under ``torchrun`` (``WORLD_SIZE`` > 1) rank ``R`` records to
-  ``events-rank{R}.jsonl``; the reader merges the ranks (``goodputlab.merge``).
+  ``events-rank{R}.jsonl``; the reader merges the ranks (``goodputlab.merge``),
+  matching the ranks' attempts by time. Create the ``Recorder`` before
+  ``init_process_group``: the rendezvous then keeps every rank's attempt open
+  until all ranks have started theirs.
 * **Completion.** ``close()`` marks the run completed when ``total_steps`` (if
   given) were reached, or when ``completed=True``; without ``total_steps`` a clean
   ``close()`` ends the run as completed. Leaving a ``with Recorder(...)`` block by
@@ -462,7 +465,11 @@ def read_log(path: Path | str) -> list[dict]:
         e = _parse(raw)
         if e is None:
             if n == len(lines) and not tail.strip(b"\0 \t\r"):
-                warnings.warn(f"{path}: line {n} is damaged (a write cut short); read up to line {n - 1}", EventLogWarning, stacklevel=2)
+                warnings.warn(
+                    f"{path}: line {n} is damaged (a write cut short); read up to line {n - 1}",
+                    EventLogWarning,
+                    stacklevel=2,
+                )
                 continue
             raise EventLogError(f"{path}: line {n} is not an event: {raw[:60]!r}")
         events.append(e)

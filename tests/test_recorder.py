@@ -34,6 +34,13 @@ import goodputlab as gl
 run_dir, total, kill_at, every = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 ck = os.path.join(run_dir, "ck.json")
 with gl.Recorder(run_dir, total_steps=total) as rec:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    while world > 1:  # a rendezvous, as init_process_group: every rank's attempt has begun
+        logs = [os.path.join(run_dir, f"events-rank{r}.jsonl") for r in range(world)]
+        mark = f'"attempt":{rec.attempt},"step":null,"kind":"init"'
+        if all(os.path.exists(p) and mark in open(p).read() for p in logs):
+            break
+        time.sleep(0.005)
     with rec.checkpoint_restore():
         step0 = json.load(open(ck))["step"] if os.path.exists(ck) else 0
     for step in range(step0, total):
@@ -46,9 +53,10 @@ with gl.Recorder(run_dir, total_steps=total) as rec:
             os.kill(os.getpid(), signal.SIGKILL)  # dies between two checkpoints
         if (step + 1) % every == 0:
             with rec.checkpoint_save(step):
-                with open(ck + ".tmp", "w") as f:
+                tmp = f"{ck}.{os.getpid()}.tmp"  # ranks of one job write side by side
+                with open(tmp, "w") as f:
                     json.dump({"step": step + 1}, f)
-                os.replace(ck + ".tmp", ck)
+                os.replace(tmp, ck)
 """
 
 
@@ -312,7 +320,11 @@ def _rank(start, steps, attempt=0, step0=0, dt=1.0, end=True, **end_fields):
     """One rank's log: init at ``start``, then data_wait/compute/step_end for each step."""
     evs, t = [_ev(start, attempt, E.W_INIT)], start + 1
     for s in range(step0, step0 + steps):
-        evs += [_ev(t, attempt, E.W_DATA_WAIT, s), _ev(t + 0.2, attempt, E.W_COMPUTE, s), _ev(t + 0.8, attempt, E.W_STEP_END, s, loss=1.0)]
+        evs += [
+            _ev(t, attempt, E.W_DATA_WAIT, s),
+            _ev(t + 0.2, attempt, E.W_COMPUTE, s),
+            _ev(t + 0.8, attempt, E.W_STEP_END, s, loss=1.0),
+        ]
         t += dt
     if end:
         evs.append(_ev(t, attempt, E.SUP_END, completed=True, clean=True, reason="completed"))
@@ -353,8 +365,8 @@ def test_merge_resumes_from_the_checkpoint_every_saving_rank_has():
     r0 = _rank(0.0, 4, end=False) + [commit(1.9, 2), commit(3.9, 4)]
     r1 = _rank(0.0, 4, end=False) + [commit(1.9, 2)]  # its shard of step 4 never committed
     r2 = _rank(0.0, 4, end=False)  # saves nothing (only some ranks save)
-    closed = {r: evs + [_ev(4.8, 0, E.SUP_FAILURE), _ev(4.8, 0, E.SUP_END, completed=False, clean=False)] for r, evs in enumerate((r0, r1, r2))}
-    merged = merge_ranks(closed)
+    killed = [_ev(4.8, 0, E.SUP_FAILURE), _ev(4.8, 0, E.SUP_END, completed=False, clean=False)]
+    merged = merge_ranks({r: evs + killed for r, evs in enumerate((r0, r1, r2))})
     assert merged[-1]["resume_step"] == 2
     assert sorted(e["ckpt_step"] for e in merged if e["kind"] == E.M_CKPT_COMMIT) == [2, 4]
 
