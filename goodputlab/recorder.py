@@ -54,8 +54,10 @@ The rules (also in docs/ARCHITECTURE.md):
   ``close()`` ends the run as completed. Leaving a ``with Recorder(...)`` block by
   an exception closes the attempt as failed.
 * **Durability.** Each event is one ``O_APPEND`` write (it survives a SIGKILL); the
-  log is fsynced at every committed checkpoint and at ``close()``. A line cut short
-  by a kill is dropped, with a warning, by the reader and by the next attempt.
+  log is fsynced at every committed checkpoint and at ``close()``. A live attempt
+  holds an ``flock`` on ``.events.jsonl.lock`` beside its log: one Recorder per
+  log. A line cut short by a kill is dropped, with a warning, by the reader and by
+  the next attempt.
 """
 
 from __future__ import annotations
@@ -219,9 +221,10 @@ class Recorder:
         self.path = events_path(self.run_dir, self.rank)
         t0_unix = _load_or_create_t0(self.run_dir)
 
-        # Hold an exclusive lock on the log while this attempt lives (the kernel drops it when the
-        # process dies, even by SIGKILL): two live recorders would interleave their attempts.
-        self._lock_fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # Hold an exclusive lock while this attempt lives (the kernel drops it when the process
+        # dies, even by SIGKILL): two live recorders would interleave their attempts. It is on a
+        # file of its own: the log's own flock belongs to its writers, one event at a time.
+        self._lock_fd = os.open(_attempt_lock_path(self.path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -229,7 +232,8 @@ class Recorder:
             raise RecorderError(
                 f"{self.path} is being recorded by another live process; one Recorder per folder and rank"
             ) from None
-        prev = _repair_tail(self._lock_fd, self.path)
+        self._log_fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)  # to repair and fsync
+        prev = _repair_tail(self._log_fd, self.path)
         self.attempt = 0 if prev is None else prev["attempt"] + 1
 
         # Seconds since t0 on the wall clock at this attempt's start, then on the monotonic clock.
@@ -334,7 +338,7 @@ class Recorder:
             else:
                 resume = 0 if step is None else operator.index(step) + 1
             w.emit(E.M_CKPT_COMMIT, step, ckpt_step=resume, tier="user")
-            os.fsync(self._lock_fd)  # the log up to a checkpoint survives a machine crash
+            os.fsync(self._log_fd)  # the log up to a checkpoint survives a machine crash
         self._pending = w.now()
 
     # --- the end ---------------------------------------------------------------------------
@@ -360,9 +364,10 @@ class Recorder:
             reason = "completed" if completed else f"closed after {steps_done or 0} of {self.total_steps or '?'} steps"
         w.emit(E.SUP_END, t=t, completed=bool(completed), clean=clean, reason=reason)
         try:
-            os.fsync(self._lock_fd)
+            os.fsync(self._log_fd)
         finally:
             w.close()
+            os.close(self._log_fd)
             os.close(self._lock_fd)  # releases the lock
             self._writer = None
 
@@ -496,9 +501,17 @@ def event_files(run_dir: Path | str) -> dict[int | None, Path]:
     return out
 
 
+def _attempt_lock_path(log: Path) -> Path:
+    """The file a live Recorder holds locked beside its log (``.events.jsonl.lock``)."""
+    return log.with_name(f".{log.name}.lock")
+
+
 def _is_live(path: Path) -> bool:
-    """Is a live Recorder holding this log's lock?"""
-    fd = os.open(path, os.O_RDONLY)
+    """Is a live Recorder recording to this log?"""
+    try:
+        fd = os.open(_attempt_lock_path(path), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         return False

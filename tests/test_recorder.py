@@ -7,6 +7,7 @@ long), so the tests do not depend on the machine's speed.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -158,6 +159,11 @@ def test_one_live_recorder_per_log(tmp_path):
     rec = gl.Recorder(tmp_path)
     with pytest.raises(RecorderError, match="another live process"):
         gl.Recorder(tmp_path)
+    fd = os.open(tmp_path / "events.jsonl", os.O_RDONLY)
+    try:  # the attempt's lock is a file of its own: the log stays free for its writers' own locking
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(fd)
     rec.close(completed=False)
     gl.Recorder(tmp_path).close()  # the lock went with the first attempt
 
