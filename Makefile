@@ -88,6 +88,7 @@ test-fast: $(TEST_STAMP)
 # Every benchmark in turn (about 35 minutes on 2 cores); record what they print in benchmarks/RESULTS.md.
 bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/ledger_overhead.py
+	$(BIN)/python benchmarks/recorder_overhead.py
 	$(BIN)/python benchmarks/simulate_speed.py
 	$(BIN)/python benchmarks/checkpoint_stall.py
 	$(BIN)/python benchmarks/pipeline.py

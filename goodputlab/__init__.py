@@ -19,7 +19,9 @@ def __getattr__(name: str):
         from . import api
 
         return getattr(api, name)
+    if name == "Recorder":  # pure (no torch): records any training loop
+        return __import__("goodputlab.recorder", fromlist=["Recorder"]).Recorder
     raise AttributeError(f"module 'goodputlab' has no attribute {name!r}")
 
 
-__all__ = ["CATEGORIES", "ConfigError", "RunConfig", "RunResult", "load_run", "run", "__version__"]
+__all__ = ["CATEGORIES", "ConfigError", "Recorder", "RunConfig", "RunResult", "load_run", "run", "__version__"]

@@ -43,6 +43,9 @@ class RunResult:
 
     @property
     def config(self) -> RunConfig:
+        """The lab run's settings (a job recorded with gl.Recorder has none: see ``summary["config"]``)."""
+        if self.summary["config"].get("source") == "recorder":
+            raise AttributeError("a job recorded with gl.Recorder has no RunConfig; its facts are in summary['config']")
         return RunConfig.from_dict(self.summary["config"])
 
     def per_step(self) -> list[dict[str, Any]]:
@@ -162,12 +165,21 @@ def read_summary(path: str | Path) -> dict[str, Any]:
 
 
 def load_run(out: str | Path) -> RunResult:
-    """Open the results of an earlier run from its directory.
+    """Open the results of a run from its directory: a lab run's, or a :class:`~goodputlab.Recorder`'s.
 
-    Raises :class:`~goodputlab.errors.RunFileError` (a ``ValueError``) naming the file,
-    and for ``events.jsonl`` the line, when a file is not what a run writes.
+    A recorder's folder (or a lab run that never wrote ``summary.json``) is summarised
+    from its event logs, every rank's merged. Raises
+    :class:`~goodputlab.recorder.NotARunDirectory` (a ``FileNotFoundError``) when
+    ``out`` holds no run, and :class:`~goodputlab.errors.RunFileError` (a ``ValueError``)
+    naming the file, and for ``events.jsonl`` the line, when a file is not what a run writes.
     """
     out = Path(out)
+    if not (out / "summary.json").is_file():
+        from .ledger import summarize
+        from .recorder import read_recording
+
+        events, config = read_recording(out)
+        return RunResult(out, summarize(events, config), events)
     return RunResult(out, read_summary(out / "summary.json"), read_events(out / "events.jsonl"))
 
 

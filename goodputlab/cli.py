@@ -17,7 +17,7 @@ import time
 import warnings
 from pathlib import Path
 
-from . import __version__, cli_efficiency, cli_serving, cli_theory
+from . import __version__, cli_efficiency, cli_report, cli_serving, cli_theory
 from .errors import ConfigError, RunFileError
 from .interrupts import RunInterrupted, StopSignals
 from .workload import PRESETS
@@ -227,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_theory.register(sub)
     cli_efficiency.register(sub)
     cli_serving.register(sub)
+    cli_report.register(sub)
     return p
 
 
