@@ -11,6 +11,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= auto
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+PINNED ?= binder/requirements.txt
 CHAPTER ?= book/01_what_is_goodput.ipynb
 # the folder JupyterLab serves (the repository, so book/ and labs/ are both reachable)
 LAB_ROOT ?= $(CURDIR)
@@ -27,17 +28,25 @@ endif
 
 BOOK_STAMP := $(VENV)/.installed-$(TORCH_BUILD)-book
 TEST_STAMP := $(VENV)/.installed-$(TORCH_BUILD)-test
+SITE_STAMP := $(VENV)/.installed-$(TORCH_BUILD)-site
 comma_book_test := book,test
+comma_book_site := book,site
+# the website: Sphinx reads the repository root with book/conf.py, so book/ and labs/ keep their paths
+SITE_DIR ?= book/_build/html
+SPHINXOPTS ?= -q -W --keep-going
+PORT ?= 8000
 # JupyterLab settings for the book (no news feed: it needs the network and covers the notebook)
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
 
-.PHONY: lab test install test-fast notebooks bench clean help
+.PHONY: lab test install test-fast notebooks bench book book-serve clean help
 
 help:
 	@echo "make lab        - set up .venv (book only) and open chapter 1 in JupyterLab (about 1 min the first time)"
 	@echo "                  CHAPTER=labs/01_where_did_the_time_go.ipynb opens another notebook"
 	@echo "make test       - set up .venv (book and test tools) and run the whole suite (about 16 min on 2 cores)"
 	@echo "make test-fast  - the package's tests without the notebooks (about 8 min on 2 cores)"
+	@echo "make book       - build the book and the labs as a static website in $(SITE_DIR) (offline, about 10 s)"
+	@echo "make book-serve - build it and serve it on http://127.0.0.1:$(PORT)/ (PORT=...)"
 	@echo "make bench      - run the benchmarks (figures go in benchmarks/RESULTS.md)"
 	@echo "make clean      - remove run outputs (runs/, pytest caches)"
 	@echo "torch build here: $(TORCH_BUILD) (override with TORCH=cpu|cuda)"
@@ -46,10 +55,18 @@ $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "goodputlab needs Python >= 3.11, found " + sys.version.split()[0]'
 	$(PYTHON) -m venv $(VENV)
 
-# $(call pip_install,EXTRAS): install the package (editable) with the right torch build and EXTRAS
+# $(call pip_install,EXTRAS): install the package (editable) with the right torch build and EXTRAS,
+# at the versions in PINNED (binder/requirements.txt: what Binder installs, minus torch, which
+# TORCH and constraints/ decide). `make install PINNED=` takes the newest releases instead
+# (then `tools/binder_requirements.py` writes them into binder/requirements.txt).
 define pip_install
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@set -e; \
+	pinned=""; \
+	if [ -n "$(PINNED)" ]; then \
+	  grep -v -e '^-' -e '^torch==' "$(PINNED)" > $(VENV)/pinned-constraints.txt; \
+	  pinned="-c $(VENV)/pinned-constraints.txt"; \
+	fi; \
 	if [ "$(TORCH_BUILD)" = cpu ]; then \
 	  extra="-c constraints/cpu.txt"; \
 	  if $(BIN)/python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)' "$(TORCH_CPU_INDEX)/torch/" >/dev/null 2>&1; then \
@@ -57,18 +74,23 @@ define pip_install
 	  fi; \
 	else extra=""; fi; \
 	echo "installing goodputlab[$(1)] with a $(TORCH_BUILD) torch build"; \
-	$(BIN)/python -m pip install --quiet $$extra -e '.[$(1)]'
+	$(BIN)/python -m pip install --quiet $$extra $$pinned -e '.[$(1)]'
 	@find $(VENV) -maxdepth 1 -name '.installed-*' ! -name '.installed-$(TORCH_BUILD)-*' -delete
 	@mkdir -p $(dir $(LAB_SETTINGS)) && cp binder/overrides.json $(LAB_SETTINGS)
 endef
 
-$(BOOK_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json | $(BIN)/python
+$(BOOK_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json $(PINNED) | $(BIN)/python
 	$(call pip_install,book)
 	@touch $@
 
 # the test tools include the book's dependencies, so a test install serves the book too
-$(TEST_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json | $(BIN)/python
+$(TEST_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json $(PINNED) | $(BIN)/python
 	$(call pip_install,$(comma_book_test))
+	@touch $@ $(BOOK_STAMP) $(SITE_STAMP)
+
+# the website's tools (Sphinx, MyST-NB, the book theme, MathJax served locally); the test tools include them
+$(SITE_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json $(PINNED) | $(BIN)/python
+	$(call pip_install,$(comma_book_site))
 	@touch $@ $(BOOK_STAMP)
 
 install: $(TEST_STAMP)
@@ -96,5 +118,14 @@ bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/batch_sweep.py
 	$(BIN)/python benchmarks/serving.py
 
+# The website of the book and the labs, from the committed outputs (nothing is executed).
+book: $(SITE_STAMP)
+	$(BIN)/sphinx-build -b html $(SPHINXOPTS) -c book . $(SITE_DIR)
+	@echo "the site is in $(SITE_DIR)/index.html (make book-serve serves it)"
+
+book-serve: book
+	@echo "serving the book on http://127.0.0.1:$(PORT)/ (Ctrl-C stops)"
+	$(BIN)/python -m http.server --bind 127.0.0.1 --directory $(SITE_DIR) $(PORT)
+
 clean:
-	rm -rf runs .pytest_cache benchmarks/out
+	rm -rf runs .pytest_cache benchmarks/out book/_build

@@ -57,7 +57,7 @@ NOTEBOOKS = sorted(
     str(p.relative_to(ROOT))
     for folder in ("book", "labs")
     for p in (ROOT / folder).rglob("*.ipynb")
-    if ".ipynb_checkpoints" not in p.parts
+    if ".ipynb_checkpoints" not in p.parts and "_build" not in p.parts  # book/_build: the website
 )
 
 
