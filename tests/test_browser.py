@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from goodputlab.notebook import METRICS_MIMETYPE
 
 pytestmark = pytest.mark.notebooks
 
@@ -77,6 +78,15 @@ def lab(tmp_path_factory):
 
 KERNEL = "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
 
+LAST_CELL_RECORDED = f"""() => {{
+  const cells = window.jupyterapp.shell.currentWidget.content.widgets.filter(c => c.model.type === 'code');
+  const outputs = cells[cells.length - 1].model.outputs;
+  for (let i = 0; i < outputs.length; i++) {{
+    if ('{METRICS_MIMETYPE}' in outputs.get(i).data) return true;
+  }}
+  return false;
+}}"""
+
 RUN_IN_KERNEL = f"""async (code) => {{
   const future = {KERNEL}.requestExecute({{code}});
   let out = "";
@@ -107,14 +117,19 @@ def test_chapter_1_in_jupyterlab(lab, tmp_path):
             f"() => {{ try {{ return {KERNEL}.status === 'idle'; }} catch (e) {{ return false; }} }}",
             timeout=180_000,
         )
+        page.evaluate("window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')")
         page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-        page.wait_for_selector("text=GOODPUTLAB_METRICS", timeout=600_000)
+        # the last cell records the metrics: an output no reader sees, so look for it in the model
+        page.wait_for_function(LAST_CELL_RECORDED, timeout=600_000)
 
         # every chart drew offline: vega-embed put a canvas or an svg in each
         page.wait_for_function("document.querySelectorAll('.vega-embed canvas, .vega-embed svg').length >= 5", timeout=60_000)
         body = page.inner_text("body")
+        assert "GOODPUTLAB_METRICS" not in body, "the tests' metrics are in the reader's way"
         assert "has not been properly enabled" not in body
-        assert "identical final model: True" in body
+        # every output is in the page (cells out of view are skipped by innerText, not by textContent)
+        notebook_text = page.evaluate("document.querySelector('.jp-Notebook').textContent")
+        assert "identical final model: True" in notebook_text
         # nothing covers the notebook: the news feed question is switched off by `make lab`
         assert "official Jupyter news" not in body
         page.screenshot(path=str(tmp_path / "chapter1.png"), full_page=True)

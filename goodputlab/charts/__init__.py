@@ -16,8 +16,13 @@ CATEGORY_SCALE = alt.Scale(domain=list(CATEGORIES), range=[COLORS[c] for c in CA
 
 
 def setup_notebook() -> None:
-    """Draw charts offline in Jupyter: Altair's ``jupyter`` renderer with vl-convert's JavaScript."""
-    alt.renderers.enable("jupyter", offline=True)
+    """Draw charts offline in Jupyter: a live chart (Altair's ``jupyter`` renderer with vl-convert's
+    JavaScript) that also carries a static PNG for places without a kernel (:mod:`.static`)."""
+    from . import static
+
+    if "goodputlab" not in alt.renderers.names():
+        alt.renderers.register("goodputlab", static.render)
+    alt.renderers.enable("goodputlab")
 
 
 def save_png(chart: alt.TopLevelMixin, path, scale: float = 2.0) -> None:

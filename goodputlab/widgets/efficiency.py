@@ -20,7 +20,7 @@ from ..charts.efficiency import factors_chart
 from ..efficiency.analysis import LR_RULES, SweepAnalysis, SweepResult
 from ..errors import ConfigError
 from ..workload import PRESETS, uniform_loss
-from . import big_number, chart_widget, set_big_number
+from . import big_number, chart_widget, set_big_number, show_panel
 
 _STYLE = {"description_width": "150px"}
 _LAYOUT = W.Layout(width="420px")
@@ -154,6 +154,4 @@ class EfficiencyPanel:
         return result
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        show_panel(self.widget)

@@ -15,7 +15,7 @@ from ..api import RunResult
 from ..charts.pipeline import depth_curve, model_vs_measured, zoomed_timeline
 from ..config import RunConfig
 from ..errors import ConfigError
-from . import RunControls, big_number, chart_widget, set_big_number
+from . import RunControls, big_number, chart_widget, set_big_number, show_panel
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=620, height=60)
 _STYLE = {"description_width": "170px"}
@@ -161,9 +161,7 @@ class PipelinePanel:
         self.status.value = "done"
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        show_panel(self.widget)
 
 
 class DepthCalculator:
@@ -245,6 +243,4 @@ class DepthCalculator:
         return advice
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        show_panel(self.widget)

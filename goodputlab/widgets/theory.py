@@ -18,7 +18,7 @@ from .. import theory
 from ..charts import theory as theory_charts
 from ..errors import ConfigError
 from ..simulate import SimConfig, SimResult, simulate
-from . import big_number, chart_widget, set_big_number
+from . import big_number, chart_widget, set_big_number, show_panel
 
 _STYLE = {"description_width": "190px"}
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="simulating...").properties(width=520, height=40)
@@ -196,9 +196,7 @@ class ClusterPanel:
         )
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        show_panel(self.widget)
 
 
 class IntervalPanel:
@@ -334,9 +332,7 @@ class IntervalPanel:
         return result
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        show_panel(self.widget)
 
 
 class CheckpointCalculator:
@@ -395,6 +391,4 @@ class CheckpointCalculator:
         return result
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        show_panel(self.widget)
