@@ -45,6 +45,7 @@ help:
 	@echo "                  CHAPTER=labs/01_where_did_the_time_go.ipynb opens another notebook"
 	@echo "make test       - set up .venv (book and test tools) and run the whole suite (about 16 min on 2 cores)"
 	@echo "make test-fast  - the package's tests without the notebooks (about 8 min on 2 cores)"
+	@echo "make notebooks  - execute every chapter and lab at full size, in place (NB=path for one)"
 	@echo "make book       - build the book and the labs as a static website in $(SITE_DIR) (offline, about 10 s)"
 	@echo "make book-serve - build it and serve it on http://127.0.0.1:$(PORT)/ (PORT=...)"
 	@echo "make bench      - run the benchmarks (figures go in benchmarks/RESULTS.md)"
@@ -106,6 +107,13 @@ test: $(TEST_STAMP)
 # The package's tests alone, without notebooks.
 test-fast: $(TEST_STAMP)
 	$(BIN)/python -m pytest tests -m "not notebooks" $(PYTEST_ARGS)
+
+# Every chapter and lab executed at full size (not SMOKE), in place: the outputs readers see, with
+# static figures, the test plumbing hidden and a caption naming the run and the machine
+# (tools/execute_notebooks.py). NB=book/02_failures_at_scale.ipynb regenerates one.
+NB ?= $(sort $(wildcard book/[0-9]*.ipynb)) $(sort $(wildcard labs/[0-9]*.ipynb)) $(sort $(wildcard labs/solutions/[0-9]*.ipynb))
+notebooks: $(TEST_STAMP)
+	env -u GOODPUTLAB_SMOKE $(BIN)/python tools/execute_notebooks.py --full $(NB)
 
 # Every benchmark in turn (about 35 minutes on 2 cores); record what they print in benchmarks/RESULTS.md.
 bench: $(TEST_STAMP)
