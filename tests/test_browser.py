@@ -41,7 +41,7 @@ def lab(tmp_path_factory):
     # a copy of the book and the labs: the browser's autosave must not touch the repo
     root = tmp_path_factory.mktemp("lab")
     for folder in ("book", "labs"):
-        shutil.copytree(ROOT / folder, root / folder)
+        shutil.copytree(ROOT / folder, root / folder, ignore=shutil.ignore_patterns("_build", ".ipynb_checkpoints"))
     # JupyterLab draws only the cells near the viewport (windowing); the test reads the whole notebook
     settings = root / "jupyter-config" / "lab" / "user-settings" / "@jupyterlab" / "notebook-extension"
     settings.mkdir(parents=True)
