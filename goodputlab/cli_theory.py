@@ -18,7 +18,7 @@ import sys
 from goodputlab import theory
 from goodputlab.categories import CATEGORIES
 from goodputlab.errors import check
-from goodputlab.simulate import SimConfig, simulate
+from goodputlab.theory.simulator import SimConfig, simulate
 
 #: ConfigError.field -> command-line flag. Fields in seconds on the command
 #: line share the flag's name; the flags given in other units (hours, days,

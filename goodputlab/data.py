@@ -14,7 +14,6 @@ memory-maps.
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import time
@@ -23,6 +22,7 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
+from .theory.data_stall import read_latency_s  # the emulated storage's latency law, shared with the model
 from .workload import MarkovSource, ModelPreset
 
 
@@ -91,22 +91,6 @@ def data_file(directory: Path, preset: ModelPreset, seed: int) -> Path:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     return path
-
-
-def read_latency_s(mean_s: float, cv: float, seed: int, step: int) -> float:
-    """Seconds the emulated storage read of ``step``'s batch takes.
-
-    Log-normal with mean ``mean_s`` seconds and coefficient of variation ``cv``,
-    drawn from a generator seeded by ``(seed, step)``: the same step always waits
-    the same time, in any process, so a model can replay a run's exact draws.
-    """
-    if mean_s <= 0:
-        return 0.0
-    if cv <= 0:
-        return mean_s
-    sigma = math.sqrt(math.log1p(cv**2))  # log-normal with this coefficient of variation
-    z = np.random.default_rng([seed, step, 0x10]).standard_normal()
-    return mean_s * math.exp(sigma * z - sigma * sigma / 2)
 
 
 def burn_cpu(seconds: float) -> None:

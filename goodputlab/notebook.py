@@ -9,16 +9,9 @@ them from the executed notebook with :func:`read_metrics` and assert on them.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
-SMOKE_ENV = "GOODPUTLAB_SMOKE"
 _PREFIX = "GOODPUTLAB_METRICS "
-
-
-def smoke() -> bool:
-    """True when the environment asks for a fast run (CI, the tests)."""
-    return os.environ.get(SMOKE_ENV) == "1"
 
 
 def record_metrics(**metrics: Any) -> None:

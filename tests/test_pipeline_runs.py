@@ -8,7 +8,14 @@ import pytest
 from goodputlab import categories as C
 from goodputlab.api import run
 from goodputlab.config import RunConfig
-from goodputlab.pipeline import anatomy_configs, busy_times_s, calibrate, loop_stats, predict_run, stall_anatomy
+from goodputlab.experiments.data_stall import (
+    anatomy_configs,
+    busy_times_s,
+    calibrate,
+    loop_stats,
+    predict_stall_for,
+    stall_anatomy,
+)
 
 MS = 1e-3
 # Storage 60 ms and transform 25 ms per batch against a ~15 ms step: stalls large
@@ -66,7 +73,7 @@ def test_model_predicts_a_real_pipeline_bound_run(anatomy, tmp_path):
     result = run(config, out=tmp_path / "r", progress=False)
     measured = loop_stats(result)
     calibration = calibrate(anatomy.loops["compute_only"])
-    predicted = predict_run(config, calibration, step_times_s=busy_times_s(result))
+    predicted = predict_stall_for(config, calibration, step_times_s=busy_times_s(result))
     assert 0.3 < measured.wait_share < 0.9
     assert measured.wait_share == pytest.approx(predicted.wait_share, abs=0.10)
     # the period is the workers' pace, not the step's

@@ -9,7 +9,7 @@ import pytest
 from goodputlab import cli_theory, theory
 from goodputlab.categories import CATEGORIES
 from goodputlab.errors import ConfigError
-from goodputlab.simulate import SimConfig, _compute_and_durable, simulate
+from goodputlab.theory.simulator import SimConfig, _compute_and_durable, simulate
 
 HOUR = 3600.0
 DAY = 86400.0

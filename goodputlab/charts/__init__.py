@@ -1,4 +1,4 @@
-"""Altair charts, one module per subject; everything is re-exported here.
+"""Altair charts, one module per subject: runs (re-exported here), theory, cluster, checkpoints, pipeline.
 
 In a notebook call :func:`setup_notebook` once: Altair then draws offline (the
 Vega JavaScript comes from vl-convert-python, not a CDN). :func:`save_png`
@@ -29,6 +29,19 @@ def save_png(chart: alt.TopLevelMixin, path, scale: float = 2.0) -> None:
         f.write(png)
 
 
+from . import checkpoints, cluster, pipeline, runs, theory  # noqa: E402
 from .runs import breakdown, loss_curve, timeline  # noqa: E402
 
-__all__ = ["CATEGORY_SCALE", "breakdown", "loss_curve", "save_png", "setup_notebook", "timeline"]
+__all__ = [
+    "CATEGORY_SCALE",
+    "breakdown",
+    "checkpoints",
+    "cluster",
+    "loss_curve",
+    "pipeline",
+    "runs",
+    "save_png",
+    "setup_notebook",
+    "theory",
+    "timeline",
+]

@@ -1,5 +1,8 @@
 """ipywidgets panels for the chapters: controls that re-run real experiments and redraw charts.
 
+Every chapter's panels are re-exported here (``gl.widgets.ClusterPanel``); the
+helpers below are what they share.
+
 Each panel keeps its logic in plain methods (``run_once``, ``redraw``...) so the
 tests can set ``slider.value`` and call them directly: an exception inside an
 ipywidgets callback only logs a warning, so a test of the callback alone
@@ -72,6 +75,21 @@ class RunControls:
         return config, result
 
 
-from .run_panel import RunPanel  # noqa: E402
+from .run_panel import RunPanel  # noqa: E402  chapter 1
+from .theory import CheckpointCalculator, ClusterPanel, IntervalPanel  # noqa: E402  chapters 2 and 3
+from .checkpoints import CheckpointPanel  # noqa: E402  chapter 4
+from .pipeline import DepthCalculator, PipelinePanel  # noqa: E402  chapter 5
 
-__all__ = ["RunControls", "RunPanel", "big_number", "chart_widget", "set_big_number"]
+__all__ = [
+    "CheckpointCalculator",
+    "CheckpointPanel",
+    "ClusterPanel",
+    "DepthCalculator",
+    "IntervalPanel",
+    "PipelinePanel",
+    "RunControls",
+    "RunPanel",
+    "big_number",
+    "chart_widget",
+    "set_big_number",
+]

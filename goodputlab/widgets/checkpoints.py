@@ -11,7 +11,7 @@ from typing import Any
 import altair as alt
 import ipywidgets as W
 
-from .. import strategy_compare as sc
+from ..experiments import strategy_compare as sc
 from ..api import RunResult
 from ..charts.checkpoints import goodput_vs_interval
 from ..config import CHECKPOINT_STRATEGIES, RunConfig
@@ -29,7 +29,7 @@ class CheckpointPanel:
     The curve chart redraws whenever a control changes (theory only, no run):
     Daly's goodput for each strategy with the save costs measured for that
     preset (``save_costs[model][strategy]``, seconds; measured on first use with
-    :func:`goodputlab.stall.measure_strategy` when not given). **Run** runs the
+    :func:`goodputlab.experiments.checkpoint_stall.measure_strategy` when not given). **Run** runs the
     experiment and adds its measured goodput to the chart as a circle.
     ``steps`` and other keyword settings are fixed for every run.
     """
@@ -94,7 +94,7 @@ class CheckpointPanel:
     def costs_for(self, model: str) -> dict[str, float]:
         """Save cost (seconds) of each strategy for ``model``; measured here the first time it is needed."""
         if model not in self.save_costs:
-            from .. import stall
+            from ..experiments import checkpoint_stall as stall
 
             self.status.value = f"measuring a save of each strategy for {model}..."
             objs, device = stall.build_training_state(model)

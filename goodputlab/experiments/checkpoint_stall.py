@@ -29,7 +29,7 @@ tensors once into buffers that already exist. :func:`leak_check` makes many
 consecutive saves and reports resident memory, open descriptors and threads
 at the start and the end.
 
-Each measurement runs in a fresh process (``python -m goodputlab.stall``) so
+Each measurement runs in a fresh process (``python -m goodputlab.experiments.checkpoint_stall``) so
 strategies do not inherit each other's memory or page cache; the benchmark
 script (``benchmarks/checkpoint_stall.py``) starts them and prints the table.
 """
@@ -49,7 +49,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-STRATEGIES = ("sync", "async", "dcp", "memory")
+from ..config import CHECKPOINT_STRATEGIES as STRATEGIES  # the strategies the benchmark compares
+
 WARMUP_SAVES = 2
 """Saves before the timed ones: the first allocates the async buffers, the first two touch the RAM tier's two slots.
 Their cost is reported separately (``first_blocking_s``)."""
@@ -129,8 +130,8 @@ def build_training_state(model: str, device: str = "cpu", seed: int = 0):
     """
     import torch
 
-    from .config import RunConfig
-    from .worker import build_training, resolve_device
+    from ..config import RunConfig
+    from ..worker import build_training, resolve_device
 
     dev = resolve_device(device)
     torch.manual_seed(seed)
@@ -155,7 +156,7 @@ def one_step(objs, device, tokens: int = 32) -> None:
 
 
 def training_state(objs, step: int) -> dict[str, Any]:
-    from .checkpoint import capture_state
+    from ..checkpoint import capture_state
 
     return capture_state(*objs, step, {"step": step, "samples_consumed": step, "batch_size": 1})
 
@@ -166,7 +167,7 @@ def memcpy_floor_s(objs, repeats: int = 7) -> tuple[float, int, int]:
 
     The median, like the strategies' blocking time, so the ratio compares like with like.
     """
-    from .snapshot import HostBuffers, flatten
+    from ..snapshot import HostBuffers, flatten
 
     _, tensors = flatten(training_state(objs, 0))
     buffers = HostBuffers(pin=True)
@@ -183,8 +184,8 @@ def memcpy_floor_s(objs, repeats: int = 7) -> tuple[float, int, int]:
 
 # --- one strategy ---------------------------------------------------------------------------------
 def _make(strategy: str, root: Path, on_commit, memory_dir: Path | None, memory_disk_every: int):
-    from .checkpoint import CheckpointStore, make_checkpointer
-    from .memory_checkpoint import MemoryTier
+    from ..checkpoint import CheckpointStore, make_checkpointer
+    from ..memory_checkpoint import MemoryTier
 
     store = CheckpointStore(root / "ckpt", keep=2)
     tier = MemoryTier(memory_dir) if memory_dir is not None else None
@@ -203,17 +204,15 @@ def measure_strategy(
 ) -> dict[str, Any]:
     """Time ``saves`` saves of ``strategy`` (after :data:`WARMUP_SAVES`) and, with ``restore``, its restore;
     ``probe`` adds the background-writer probe. See the module docstring for the figures."""
-    from .checkpoint import apply_state, load_newest
-    from .memory_checkpoint import create_memory_tier_dir, remove_memory_tier_dir
+    from ..memory_checkpoint import create_memory_tier_dir, remove_memory_tier_dir
+    from ..snapshot import HostBuffers, flatten
 
     root = Path(root)
     memory_dir = create_memory_tier_dir() if strategy == "memory" else None
     committed: dict[int, float] = {}
     on_commit = lambda step, **info: committed.setdefault(step, time.perf_counter())  # noqa: E731 first tier wins
-    from .snapshot import HostBuffers, flatten
-
-    # The memcpy floor is timed right before every save, into buffers of its own: on a shared machine
-    # the speed of memory drifts from second to second, and a paired ratio cancels the drift.
+    # The memcpy floor is timed right before every save, into buffers of its own (allocated before
+    # the baseline, so they are not counted as the strategy's memory).
     floor_buffers = HostBuffers(pin=True)
     floor_buffers.copy_in(flatten(training_state(objs, 0))[1])
     try:
@@ -221,69 +220,85 @@ def measure_strategy(
         baseline = rss_bytes()
         # disk_every large: memory's figures are its RAM tier; its disk tier costs what an async persist costs
         store, tier, ckpt = _make(strategy, root, on_commit, memory_dir, memory_disk_every=10**6)
-        blocking, durable, floor = [], [], []
-        peak: int | None = 0
-        for step in range(1, WARMUP_SAVES + saves + 1):
-            state = training_state(objs, step)
-            t = time.perf_counter()
-            floor_buffers.copy_in(flatten(state)[1])
-            floor.append(time.perf_counter() - t)
-            del state
-            can_reset = reset_peak_rss()
-            t = time.perf_counter()
-            ckpt.save(training_state(objs, step), step)
-            blocking.append(time.perf_counter() - t)
-            _wait_background(ckpt)
-            durable.append(committed[step] - t)
-            peak = max(peak, peak_rss_bytes() - baseline) if can_reset and peak is not None else None
-        timed = slice(WARMUP_SAVES, None)
-        result: dict[str, Any] = {
-            "strategy": strategy,
-            "first_blocking_s": blocking[0],
-            "blocking_s": statistics.median(blocking[timed]),
-            "blocking_min_s": min(blocking[timed]),
-            "blocking_all_s": blocking,
-            "floor_s": statistics.median(floor[timed]),
-            "blocking_over_floor": statistics.median([b / f for b, f in zip(blocking[timed], floor[timed])]),
-            "durable_s": statistics.median(durable[timed]),
-            "peak_extra_bytes": peak,
-        }
+        result = {"strategy": strategy, **_time_saves(ckpt, objs, saves, committed, baseline, floor_buffers)}
         if probe and strategy != "sync":
             result.update(_probe_background(ckpt, objs, device, WARMUP_SAVES + saves + 1))
         ckpt.finalize()
         ckpt.close()
         del ckpt
-        if not restore:
-            return result
-        trim_heap()
-
-        def restore_once() -> float:
-            t = time.perf_counter()
-            found = load_newest(store, tier, device=device)
-            assert found is not None
-            apply_state(found[1], *objs)
-            if device.type == "cuda":
-                import torch
-
-                torch.cuda.synchronize()
-            return time.perf_counter() - t
-
-        restore_once()  # the first load imports what it needs (DCP's reader) and warms the cache
-        result["restore_s"] = min(restore_once() for _ in range(3))
-        if strategy != "memory":
-            cold = []
-            for _ in range(2):
-                evict_from_page_cache(store.root)
-                cold.append(restore_once())
-            result["restore_cold_s"] = min(cold)
-            result["storage_read_bytes_per_s"] = cold_read_bytes_per_s(store.root)
-        else:
-            result["restore_cold_s"] = result["restore_s"]  # RAM has no cold cache; it is the RAM
+        if restore:
+            trim_heap()
+            result.update(_restore_times(strategy, store, tier, objs, device))
         return result
     finally:
         floor_buffers.release()
         if memory_dir is not None:
             remove_memory_tier_dir(memory_dir)
+
+
+def _time_saves(ckpt, objs, saves: int, committed: dict[int, float], baseline_rss: int, floor_buffers) -> dict[str, Any]:
+    """Blocking, time to durable and the memcpy floor of each save, and the peak memory above ``baseline_rss``.
+
+    The memcpy floor is timed right before every save into ``floor_buffers``: on a shared machine
+    the speed of memory drifts from second to second, and a paired ratio cancels the drift.
+    """
+    from ..snapshot import flatten
+
+    blocking, durable, floor = [], [], []
+    peak: int | None = 0
+    for step in range(1, WARMUP_SAVES + saves + 1):
+        state = training_state(objs, step)
+        t = time.perf_counter()
+        floor_buffers.copy_in(flatten(state)[1])
+        floor.append(time.perf_counter() - t)
+        del state
+        can_reset = reset_peak_rss()
+        t = time.perf_counter()
+        ckpt.save(training_state(objs, step), step)
+        blocking.append(time.perf_counter() - t)
+        _wait_background(ckpt)
+        durable.append(committed[step] - t)
+        peak = max(peak, peak_rss_bytes() - baseline_rss) if can_reset and peak is not None else None
+    timed = slice(WARMUP_SAVES, None)
+    return {
+        "first_blocking_s": blocking[0],
+        "blocking_s": statistics.median(blocking[timed]),
+        "blocking_min_s": min(blocking[timed]),
+        "blocking_all_s": blocking,
+        "floor_s": statistics.median(floor[timed]),
+        "blocking_over_floor": statistics.median([b / f for b, f in zip(blocking[timed], floor[timed])]),
+        "durable_s": statistics.median(durable[timed]),
+        "peak_extra_bytes": peak,
+    }
+
+
+def _restore_times(strategy: str, store, tier, objs, device) -> dict[str, float]:
+    """The fastest of three restores with the files cached and, from disk, of two after evicting them."""
+    from ..checkpoint import apply_state, load_newest
+
+    def restore_once() -> float:
+        t = time.perf_counter()
+        found = load_newest(store, tier, device=device)
+        assert found is not None
+        apply_state(found[1], *objs)
+        if device.type == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+        return time.perf_counter() - t
+
+    restore_once()  # the first load imports what it needs (DCP's reader) and warms the cache
+    result = {"restore_s": min(restore_once() for _ in range(3))}
+    if strategy == "memory":
+        result["restore_cold_s"] = result["restore_s"]  # RAM has no cold cache; it is the RAM
+        return result
+    cold = []
+    for _ in range(2):
+        evict_from_page_cache(store.root)
+        cold.append(restore_once())
+    result["restore_cold_s"] = min(cold)
+    result["storage_read_bytes_per_s"] = cold_read_bytes_per_s(store.root)
+    return result
 
 
 def _probe_background(ckpt, objs, device, step: int) -> dict[str, float]:
@@ -322,7 +337,7 @@ def leak_check(strategy: str, objs, root: Path, saves: int = 100) -> dict[str, A
 
     "Start" is after the first 5 saves (buffers allocated, allocator warm), "end" after the last.
     """
-    from .memory_checkpoint import create_memory_tier_dir, remove_memory_tier_dir
+    from ..memory_checkpoint import create_memory_tier_dir, remove_memory_tier_dir
 
     memory_dir = create_memory_tier_dir() if strategy == "memory" else None
     try:
@@ -350,8 +365,8 @@ def leak_check(strategy: str, objs, root: Path, saves: int = 100) -> dict[str, A
 
 # --- child process entry point ------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    """``python -m goodputlab.stall {floor,strategy,leak} --model M ...``: one measurement, printed as JSON."""
-    p = argparse.ArgumentParser(prog="python -m goodputlab.stall")
+    """``python -m goodputlab.experiments.checkpoint_stall {floor,strategy,leak} --model M ...``: one measurement, printed as JSON."""
+    p = argparse.ArgumentParser(prog="python -m goodputlab.experiments.checkpoint_stall")
     p.add_argument("what", choices=("floor", "strategy", "leak"))
     p.add_argument("--model", required=True)
     p.add_argument("--strategy", default="sync", choices=STRATEGIES)

@@ -21,9 +21,9 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable
 
-from . import events as E
-from .config import CHECKPOINT_STRATEGIES, RunConfig
-from .theory import daly_goodput, daly_interval
+from .. import events as E
+from ..config import CHECKPOINT_STRATEGIES, RunConfig
+from ..theory.closed_forms import daly_goodput, daly_interval
 
 
 def run_strategies(
@@ -38,7 +38,7 @@ def run_strategies(
     (``kill_at_steps``) every run is killed at the same steps, so the
     timelines differ only by what the strategy costs.
     """
-    from .api import run
+    from ..api import run
 
     out_root = Path(out_root)
     return {s: run(config.replace(ckpt=s), out=out_root / s, progress=progress) for s in strategies}

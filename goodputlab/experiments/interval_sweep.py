@@ -1,4 +1,8 @@
-"""What a measured run's phases cost, read from its event log, and the model's prediction beside it.
+"""The checkpoint-interval sweep: real runs across intervals, each beside the lab model's prediction.
+
+:func:`run_sweep` runs a real experiment for every (checkpoint interval, seed),
+and :func:`pool_sweep` sets the measured goodput beside the lab model
+(:mod:`goodputlab.theory.lab_model`), Daly and the first-order model.
 
 The theory (:func:`goodputlab.theory.predict_run`) needs the costs of the
 lab's phases: a step, a save, a launch, a restore, the pause after a kill.
@@ -24,11 +28,12 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any, Callable, Iterable
 
-from . import events as E
-from .config import RunConfig
-from .errors import ConfigError
-from .ledger import build_ledger
-from .theory import RunPrediction, RunTimings, daly_goodput, expected_goodput, predict_run, replay_run
+from .. import events as E
+from .. import validate
+from ..config import RunConfig
+from ..errors import ConfigError
+from ..ledger import build_ledger
+from ..theory.lab_model import RunPrediction, RunTimings, predict_run, replay_run, textbook_goodput
 
 # How far after its drawn time a kill may land: the supervisor sets the
 # deadline just after launching and polls every 20 ms.
@@ -122,7 +127,7 @@ def failure_draws(events: Iterable[dict], config: RunConfig) -> list[float]:
     finish). Raises :class:`~goodputlab.errors.ConfigError` for a run without
     random failures or whose kills do not match its seed.
     """
-    from .supervisor import poisson_failure_rng
+    from ..supervisor import poisson_failure_rng
 
     if config.mtbf <= 0:
         raise ConfigError("mtbf", config.mtbf, "a run with random failures (mtbf > 0)")
@@ -229,15 +234,14 @@ def run_sweep(
     temporary directory under ``out_root`` (a fresh one by default) and are
     removed once measured. ``on_run`` is called after each run (progress).
     """
-    from .api import run
+    from ..api import run
 
     intervals, seeds = list(intervals), list(seeds)
     if not intervals:
         raise ConfigError("intervals", intervals, "at least one checkpoint interval (steps)")
     if not seeds:
         raise ConfigError("seeds", seeds, "at least one seed")
-    if not (isinstance(mtbf, (int, float)) and mtbf > 0):
-        raise ConfigError("mtbf", mtbf, "seconds > 0 (a sweep against the failure model needs failures)")
+    validate.seconds("mtbf", mtbf, positive=True, note="a sweep against the failure model needs failures")
     configs = [RunConfig(steps=steps, ckpt_every=k, mtbf=mtbf, seed=s, **fixed) for k in intervals for s in seeds]
     root = Path(tempfile.mkdtemp(prefix="goodputlab-sweep-", dir=out_root))
     results = []
@@ -274,7 +278,7 @@ def pool_sweep(runs: Iterable[SweepRun]) -> list[dict[str, Any]]:
     (error in standard errors), ``replayed, error_pts, replay_error_pts``
     (measured minus predicted, percentage points), ``failures,
     failures_expected``, and the textbook models' ``daly`` and ``first_order``
-    (:func:`textbook_goodput`).
+    (:func:`goodputlab.theory.textbook_goodput`).
     """
     by_interval: dict[int, list[SweepRun]] = defaultdict(list)
     for r in runs:
@@ -319,24 +323,3 @@ def mean_timings(runs: Iterable[SweepRun]) -> RunTimings:
     runs = list(runs)
     fields = runs[0].timings.to_dict()
     return RunTimings(**{name: fmean(getattr(r.timings, name) for r in runs) for name in fields})
-
-
-def textbook_goodput(timings: RunTimings, steps: int, ckpt_every: int, mtbf_s: float) -> dict[str, float]:
-    """Daly's and the first-order goodput for a lab run's measured costs, as the textbook applies them.
-
-    The interval is ``ckpt_every`` steps of ``timings.step_s`` (all steps when
-    ``ckpt_every`` is 0 or >= ``steps``), the save ``save_s``, the restart
-    everything between a kill and training again (``relaunch_delay_s +
-    launch_s + restore_s``), and the share of step time that is not compute
-    is a data stall. What the textbook leaves out and the lab has: the first
-    launch, the partial last segment and the fixed amount of work, the safe
-    pause after a kill. Returns ``{"daly": ..., "first_order": ...}``.
-    """
-    k = ckpt_every if 0 < ckpt_every < steps else steps
-    interval = k * timings.step_s
-    restart = timings.relaunch_delay_s + timings.launch_s + timings.restore_s
-    compute_share = timings.compute_s / timings.step_s
-    return {
-        "daly": compute_share * daly_goodput(interval, timings.save_s, restart, mtbf_s),
-        "first_order": expected_goodput(interval, timings.save_s, restart, mtbf_s, 1.0 - compute_share),
-    }

@@ -35,11 +35,12 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from goodputlab.categories import (
+from .. import validate
+from ..categories import (
     CATEGORIES,
     CHECKPOINT_RESTORE,
     CHECKPOINT_SAVE,
@@ -49,26 +50,13 @@ from goodputlab.categories import (
     RESTART,
     STARTUP,
 )
-from goodputlab.errors import check
+from ..errors import check
 
 # Above this many expected failures per trial the event arrays get large and a
 # run takes minutes; such a job would be all restarts anyway.
 MAX_EXPECTED_FAILURES_PER_TRIAL = 1_000_000
 # Up to this many (trial, failure) cells are processed per chunk (~8 MB per array).
 _CELLS_PER_CHUNK = 1_000_000
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def _finite_nonneg(value: object) -> bool:
-    is_number = isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
-    return is_number and math.isfinite(value) and value >= 0
-
-
-def _finite_pos(value: object) -> bool:
-    return _finite_nonneg(value) and value > 0
 
 
 @dataclass(frozen=True)
@@ -117,35 +105,23 @@ class SimConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        check(_is_int(self.devices) and self.devices >= 1, "devices", self.devices, "an integer >= 1")
-        check(_finite_pos(self.duration_s), "duration_s", self.duration_s, "a finite number of seconds > 0")
-        check(_finite_pos(self.interval_s), "interval_s", self.interval_s, "a finite number of seconds > 0")
+        validate.whole("devices", self.devices, 1)
+        validate.seconds("duration_s", self.duration_s, positive=True)
+        validate.seconds("interval_s", self.interval_s, positive=True)
         self._check_failure_source()
         for name in ("save_s", "restore_s", "restart_s", "startup_s"):
-            value = getattr(self, name)
-            check(_finite_nonneg(value), name, value, "a finite number of seconds >= 0")
+            validate.seconds(name, getattr(self, name))
         if self.save_blocking_s is not None:
-            check(
-                _finite_nonneg(self.save_blocking_s) and self.save_blocking_s <= self.save_s,
-                "save_blocking_s",
-                self.save_blocking_s,
-                f"a number of seconds >= 0 and <= save_s ({self.save_s})",
-            )
-        check(_is_int(self.hot_spares) and self.hot_spares >= 0, "hot_spares", self.hot_spares, "an integer >= 0")
+            allowed = f"seconds >= 0 and at most the whole save ({self.save_s:g} s)"
+            validate.number("save_blocking_s", self.save_blocking_s, 0, self.save_s, allowed=allowed)
+        validate.whole("hot_spares", self.hot_spares, 0)
         if self.spare_restart_s is None:
-            required = "a number of seconds >= 0 (required when hot_spares > 0)"
-            check(self.hot_spares == 0, "spare_restart_s", None, required)
+            check(self.hot_spares == 0, "spare_restart_s", None, "the seconds a hot spare takes to take over (needed with hot spares)")
         else:
-            value = self.spare_restart_s
-            check(_finite_nonneg(value), "spare_restart_s", value, "a finite number of seconds >= 0")
-        check(
-            isinstance(self.data_stall_fraction, (int, float)) and 0.0 <= self.data_stall_fraction < 1.0,
-            "data_stall_fraction",
-            self.data_stall_fraction,
-            "a share >= 0 and < 1",
-        )
-        check(_is_int(self.trials) and self.trials >= 1, "trials", self.trials, "an integer >= 1")
-        check(_is_int(self.seed) and self.seed >= 0, "seed", self.seed, "an integer >= 0")
+            validate.seconds("spare_restart_s", self.spare_restart_s)
+        validate.share("data_stall_fraction", self.data_stall_fraction)
+        validate.whole("trials", self.trials, 1)
+        validate.whole("seed", self.seed, 0)
 
     def _check_failure_source(self) -> None:
         has_mtbf = self.device_mtbf_s is not None
@@ -157,20 +133,16 @@ class SimConfig:
             "give exactly one of device_mtbf_s and failure_causes",
         )
         if has_mtbf:
-            value = self.device_mtbf_s
-            check(
-                isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0,
-                "device_mtbf_s",
-                value,
-                "a number of seconds > 0 (math.inf for no failures)",
-            )
+            validate.seconds("device_mtbf_s", self.device_mtbf_s, positive=True, allow_inf=True, note="math.inf for no failures")
         else:
             causes = self.failure_causes
             well_formed = isinstance(causes, (list, tuple)) and len(causes) > 0 and all(
                 isinstance(row, (list, tuple))
                 and len(row) == 2
                 and isinstance(row[0], str)
-                and _finite_nonneg(row[1])
+                and validate.is_number(row[1])
+                and math.isfinite(row[1])
+                and row[1] >= 0
                 for row in causes
             )
             check(
@@ -179,17 +151,9 @@ class SimConfig:
                 causes,
                 "a non-empty list of (cause, count) pairs with counts >= 0 and a positive total",
             )
-            check(
-                _finite_pos(self.causes_reference_s),
-                "causes_reference_s",
-                self.causes_reference_s,
-                "a finite number of seconds > 0 (the span the cause counts cover)",
-            )
-            check(
-                _is_int(self.causes_reference_devices) and self.causes_reference_devices >= 1,
-                "causes_reference_devices",
-                self.causes_reference_devices,
-                "an integer >= 1 (the cluster size the cause counts cover)",
+            validate.seconds("causes_reference_s", self.causes_reference_s, positive=True, note="the span the cause counts cover")
+            validate.whole(
+                "causes_reference_devices", self.causes_reference_devices, 1, note="the cluster size the cause counts cover"
             )
         expected = self.expected_failures
         check(
@@ -399,95 +363,19 @@ def simulate(
     ``tqdm.auto`` bar instead or as well. Both are off by default.
     """
     rng = np.random.default_rng(config.seed)
-    trials, duration = config.trials, config.duration_s
+    trials = _Trials(config)
     columns = _chunk_columns(config)
-    job_mtbf = config.job_mtbf_s
-    restart_at = _restart_schedule(config)
-    first_cycle, _, durable_lag = _cycle_shape(config)
-    first_durable_at = first_cycle + durable_lag  # training seconds until a period's first durable checkpoint
-    cause_shares = None
-    if config.failure_causes is not None:
-        counts = np.array([count for _, count in config.failure_causes], dtype=float)
-        cause_shares = counts / counts.sum()
-
-    # "other" stays at 0 (no logging or evaluation is modelled); it is kept so
-    # simulated and measured ledgers have the same columns.
-    totals = {c: np.zeros(trials) for c in CATEGORIES}
-    interruptions = np.zeros(trials, dtype=np.int64)
-    cause_counts = np.zeros((trials, len(config.cause_names)), dtype=np.int64)
-
-    active = np.arange(trials)  # trials whose wall clock has not reached duration
-    period_start = np.zeros(trials)  # where each active trial's next up period starts
-    has_checkpoint = np.zeros(trials, dtype=bool)  # a durable checkpoint exists
-    periods_done = 0  # up periods booked so far; the same for every active trial
-
     bar = None
     if tqdm:
         from tqdm.auto import tqdm as tqdm_bar
 
         bar = tqdm_bar(total=100, unit="%", desc="simulate")
     reported = 0.0
-
-    while active.size:
-        n = active.size
-        if math.isinf(job_mtbf):
-            gaps = np.full((n, columns), math.inf)
-        else:
-            gaps = rng.standard_exponential((n, columns)) * job_mtbf
-        ends = period_start[active, None] + np.cumsum(gaps, axis=1)
-        # Each period starts where the previous one ended, so the lengths
-        # telescope exactly to the wall time (ledger closure).
-        starts = np.concatenate([period_start[active, None], ends[:, :-1]], axis=1)
-        failed = ends < duration
-        length = np.maximum(np.minimum(ends, duration) - starts, 0.0)
-
-        index = periods_done + np.arange(columns)  # period 0 starts with startup, the rest with a restart
-        is_first = index == 0
-        restart_cost = np.where(is_first, 0.0, restart_at(index))
-        startup_cost = np.where(is_first, config.startup_s, 0.0)
-
-        # Restore only once a durable checkpoint exists. Until the first one,
-        # recovery is restart only, so whether a period reaches its first
-        # durable checkpoint can be read off before restores are known.
-        train_without_restore = np.maximum(length - restart_cost - startup_cost, 0.0)
-        makes_checkpoint = train_without_restore >= first_durable_at
-        ever = np.logical_or.accumulate(makes_checkpoint, axis=1)
-        checkpoint_before = np.concatenate([np.zeros((n, 1), dtype=bool), ever[:, :-1]], axis=1)
-        checkpoint_before |= has_checkpoint[active, None]
-        restore_cost = np.where(checkpoint_before & ~is_first, config.restore_s, 0.0)
-
-        startup = np.minimum(length, startup_cost)
-        restart = np.minimum(length, restart_cost)
-        restore = np.clip(length - restart_cost, 0.0, restore_cost)
-        train = np.maximum(length - startup_cost - restart_cost - restore_cost, 0.0)
-        compute, durable = _compute_and_durable(train, config)
-        # A failure rolls back to the last durable checkpoint; at the job's end
-        # nothing is rolled back, so all compute counts.
-        kept = np.where(failed, durable, compute)
-
-        rows = active  # the trials this chunk's rows belong to
-        totals[STARTUP][rows] += startup.sum(axis=1)
-        totals[RESTART][rows] += restart.sum(axis=1)
-        totals[CHECKPOINT_RESTORE][rows] += restore.sum(axis=1)
-        totals[CHECKPOINT_SAVE][rows] += (train - compute).sum(axis=1)
-        totals[LOST_WORK][rows] += (compute - kept).sum(axis=1)
-        kept_sum = kept.sum(axis=1)
-        totals[DATA_WAIT][rows] += config.data_stall_fraction * kept_sum
-        totals[PRODUCTIVE][rows] += (1.0 - config.data_stall_fraction) * kept_sum
-        interruptions[rows] += failed.sum(axis=1)
-
-        if cause_shares is not None:
-            causes = rng.choice(len(cause_shares), size=(n, columns), p=cause_shares)
-            flat = (np.arange(n)[:, None] * len(cause_shares) + causes)[failed]
-            cause_counts[rows] += np.bincount(flat, minlength=n * len(cause_shares)).reshape(n, -1)
-
-        has_checkpoint[active] |= ever[:, -1]
-        period_start[active] = ends[:, -1]
-        periods_done += columns
-        active = active[ends[:, -1] < duration]
-
+    while trials.active.size:
+        periods = _up_periods(config, trials, rng, columns)
+        trials.book(periods, rng)
         if progress is not None or bar is not None:
-            done = float(np.mean(np.minimum(period_start, duration)) / duration)
+            done = float(np.mean(np.minimum(trials.period_start, config.duration_s)) / config.duration_s)
             if progress is not None:
                 progress(done)
             if bar is not None:
@@ -495,11 +383,120 @@ def simulate(
             reported = done
     if bar is not None:
         bar.close()
+    return trials.result()
 
-    return SimResult(
-        config=config,
-        goodput=totals[PRODUCTIVE] / duration,
-        interruptions=interruptions,
-        buckets_per_trial=totals,
-        cause_counts={name: cause_counts[:, k] for k, name in enumerate(config.cause_names)},
+
+class _UpPeriods(NamedTuple):
+    """The next chunk of up periods of every active trial (arrays: active trials x periods), in seconds."""
+
+    ends: np.ndarray  # where each period ends (a failure, or beyond the job's end)
+    failed: np.ndarray  # the period ended in a failure before the job's end
+    startup: np.ndarray
+    restart: np.ndarray
+    restore: np.ndarray
+    train: np.ndarray  # training time: compute and saves
+    ever: np.ndarray  # a durable checkpoint exists by the end of this period (within the chunk)
+
+
+def _up_periods(config: SimConfig, trials: _Trials, rng: np.random.Generator, columns: int) -> _UpPeriods:
+    """Draw the next ``columns`` failure gaps of every active trial and split each up period into phases."""
+    active, duration = trials.active, config.duration_s
+    n = active.size
+    if math.isinf(config.job_mtbf_s):
+        gaps = np.full((n, columns), math.inf)
+    else:
+        gaps = rng.standard_exponential((n, columns)) * config.job_mtbf_s
+    ends = trials.period_start[active, None] + np.cumsum(gaps, axis=1)
+    # Each period starts where the previous one ended, so the lengths
+    # telescope exactly to the wall time (ledger closure).
+    starts = np.concatenate([trials.period_start[active, None], ends[:, :-1]], axis=1)
+    failed = ends < duration
+    length = np.maximum(np.minimum(ends, duration) - starts, 0.0)
+
+    index = trials.periods_done + np.arange(columns)  # period 0 starts with startup, the rest with a restart
+    is_first = index == 0
+    restart_cost = np.where(is_first, 0.0, trials.restart_at(index))
+    startup_cost = np.where(is_first, config.startup_s, 0.0)
+
+    # Restore only once a durable checkpoint exists. Until the first one,
+    # recovery is restart only, so whether a period reaches its first
+    # durable checkpoint can be read off before restores are known.
+    train_without_restore = np.maximum(length - restart_cost - startup_cost, 0.0)
+    makes_checkpoint = train_without_restore >= trials.first_durable_at
+    ever = np.logical_or.accumulate(makes_checkpoint, axis=1)
+    checkpoint_before = np.concatenate([np.zeros((n, 1), dtype=bool), ever[:, :-1]], axis=1)
+    checkpoint_before |= trials.has_checkpoint[active, None]
+    restore_cost = np.where(checkpoint_before & ~is_first, config.restore_s, 0.0)
+
+    return _UpPeriods(
+        ends=ends,
+        failed=failed,
+        startup=np.minimum(length, startup_cost),
+        restart=np.minimum(length, restart_cost),
+        restore=np.clip(length - restart_cost, 0.0, restore_cost),
+        train=np.maximum(length - startup_cost - restart_cost - restore_cost, 0.0),
+        ever=ever,
     )
+
+
+class _Trials:
+    """Every trial's running totals, and which trials have not yet reached the job's end."""
+
+    def __init__(self, config: SimConfig):
+        self.config = config
+        trials = config.trials
+        # "other" stays at 0 (no logging or evaluation is modelled); it is kept so
+        # simulated and measured ledgers have the same columns.
+        self.totals = {c: np.zeros(trials) for c in CATEGORIES}
+        self.interruptions = np.zeros(trials, dtype=np.int64)
+        self.cause_counts = np.zeros((trials, len(config.cause_names)), dtype=np.int64)
+        self.cause_shares = None
+        if config.failure_causes is not None:
+            counts = np.array([count for _, count in config.failure_causes], dtype=float)
+            self.cause_shares = counts / counts.sum()
+        self.active = np.arange(trials)  # trials whose wall clock has not reached duration
+        self.period_start = np.zeros(trials)  # where each active trial's next up period starts
+        self.has_checkpoint = np.zeros(trials, dtype=bool)  # a durable checkpoint exists
+        self.periods_done = 0  # up periods booked so far; the same for every active trial
+        self.restart_at = _restart_schedule(config)
+        first_cycle, _, durable_lag = _cycle_shape(config)
+        self.first_durable_at = first_cycle + durable_lag  # training seconds until a period's first durable checkpoint
+
+    def book(self, p: _UpPeriods, rng: np.random.Generator) -> None:
+        """Book a chunk of up periods into the totals and move the active trials on."""
+        config, rows = self.config, self.active  # the trials this chunk's rows belong to
+        compute, durable = _compute_and_durable(p.train, config)
+        # A failure rolls back to the last durable checkpoint; at the job's end
+        # nothing is rolled back, so all compute counts.
+        kept = np.where(p.failed, durable, compute)
+        totals = self.totals
+        totals[STARTUP][rows] += p.startup.sum(axis=1)
+        totals[RESTART][rows] += p.restart.sum(axis=1)
+        totals[CHECKPOINT_RESTORE][rows] += p.restore.sum(axis=1)
+        totals[CHECKPOINT_SAVE][rows] += (p.train - compute).sum(axis=1)
+        totals[LOST_WORK][rows] += (compute - kept).sum(axis=1)
+        kept_sum = kept.sum(axis=1)
+        totals[DATA_WAIT][rows] += config.data_stall_fraction * kept_sum
+        totals[PRODUCTIVE][rows] += (1.0 - config.data_stall_fraction) * kept_sum
+        self.interruptions[rows] += p.failed.sum(axis=1)
+
+        if self.cause_shares is not None:
+            n, columns, k = rows.size, p.failed.shape[1], len(self.cause_shares)
+            causes = rng.choice(k, size=(n, columns), p=self.cause_shares)
+            flat = (np.arange(n)[:, None] * k + causes)[p.failed]
+            self.cause_counts[rows] += np.bincount(flat, minlength=n * k).reshape(n, -1)
+
+        self.has_checkpoint[rows] |= p.ever[:, -1]
+        self.period_start[rows] = p.ends[:, -1]
+        self.periods_done += p.ends.shape[1]
+        self.active = rows[p.ends[:, -1] < config.duration_s]
+
+    def result(self) -> SimResult:
+        config = self.config
+        return SimResult(
+            config=config,
+            goodput=self.totals[PRODUCTIVE] / config.duration_s,
+            interruptions=self.interruptions,
+            buckets_per_trial=self.totals,
+            cause_counts={name: self.cause_counts[:, k] for k, name in enumerate(config.cause_names)},
+        )

@@ -1,49 +1,30 @@
-"""Automatic checks for the workshop labs (``labs/``).
+"""Checks of Lab 1, "Where did the time go?" (``labs/01_where_did_the_time_go.ipynb``).
 
 Each check compares a participant's answer with what the package computes from
-the same real run, and returns a :class:`CheckResult` that shows itself as a
-green or red line in the notebook. A check never raises on a wrong or missing
-answer: the lab notebook runs top to bottom either way, and the
-:class:`Scoreboard` at the end says what is done.
+the same real run, and returns a :class:`~goodputlab.labs.checks.CheckResult`
+that shows itself as a green or red line in the notebook.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Iterable
 
-from . import categories as C
-from .api import RunResult
-from .ledger import surviving_executions
-from .theory import RunTimings, optimal_ckpt_every, predict_run_goodput, young_interval
+from .. import categories as C
+from ..ledger import surviving_executions
+from ..theory.closed_forms import young_interval
+from ..theory.lab_model import RunTimings, optimal_ckpt_every, predict_run_goodput
+from .checks import CheckResult, unanswered
 
-
-@dataclass
-class CheckResult:
-    """The outcome of one check: its name, whether it passed, and a message for the participant."""
-
-    name: str
-    passed: bool
-    message: str
-
-    def _repr_html_(self) -> str:
-        colour, mark = ("#2ca02c", "passed") if self.passed else ("#d62728", "not yet")
-        return f"<div style='color:{colour}'><b>{self.name}: {mark}</b> &mdash; {self.message}</div>"
-
-    def __str__(self) -> str:
-        return f"{self.name}: {'passed' if self.passed else 'not yet'} - {self.message}"
-
-
-def _unanswered(name: str, hint: str) -> CheckResult:
-    return CheckResult(name, False, f"no answer yet ({hint})")
+if TYPE_CHECKING:  # pragma: no cover
+    from ..api import RunResult
 
 
 def check_data_wait(answer_s: float | None, result: RunResult) -> CheckResult:
     """Exercise: total seconds the training loop waited for data, summed from the raw events."""
     name = "data wait from the raw events"
     if answer_s is None:
-        return _unanswered(name, "sum the durations of the data_wait phases")
+        return unanswered(name, "sum the durations of the data_wait phases")
     expected = result.buckets[C.DATA_WAIT]
     if math.isclose(answer_s, expected, rel_tol=1e-6, abs_tol=1e-6):
         return CheckResult(name, True, f"{answer_s:.4f} s, the ledger's data_wait exactly")
@@ -56,7 +37,7 @@ def check_lost_executions(answer: Iterable[tuple[int, int]] | None, result: RunR
     """Exercise: the (attempt, step) executions a failure rolled back."""
     name = "rolled-back step executions"
     if answer is None:
-        return _unanswered(name, "which compute phases were executed again later?")
+        return unanswered(name, "which compute phases were executed again later?")
     answer = {tuple(x) for x in answer}
     executed = {(e["attempt"], e["step"]) for e in result.events if e["kind"] == "compute"}
     expected = executed - surviving_executions(result.events)
@@ -72,7 +53,7 @@ def check_young_steps(answer_steps: float | None, timings: RunTimings, mtbf_s: f
     """Exercise: Young's interval for the measured save cost, converted to steps."""
     name = "Young's interval in steps"
     if answer_steps is None:
-        return _unanswered(name, "sqrt(2 x save x MTBF), then divide by the time of a step")
+        return unanswered(name, "sqrt(2 x save x MTBF), then divide by the time of a step")
     expected = young_interval(timings.save_s, mtbf_s) / timings.step_s
     if math.isclose(answer_steps, expected, rel_tol=0.02):
         return CheckResult(name, True, f"{answer_steps:.1f} steps (Young: {expected:.1f})")
@@ -83,7 +64,7 @@ def check_interval_choice(answer_steps: int | None, timings: RunTimings, steps: 
     """Exercise: a checkpoint interval whose predicted goodput is within 2% of the best possible."""
     name = "your checkpoint interval"
     if answer_steps is None:
-        return _unanswered(name, "pick ckpt_every for this run")
+        return unanswered(name, "pick ckpt_every for this run")
     if not isinstance(answer_steps, int) or not 1 <= answer_steps <= steps:
         return CheckResult(name, False, f"{answer_steps!r} is not a whole number of steps between 1 and {steps}")
     best = optimal_ckpt_every(timings, steps, mtbf_s)
@@ -91,25 +72,3 @@ def check_interval_choice(answer_steps: int | None, timings: RunTimings, steps: 
     if mine >= 0.98 * top:
         return CheckResult(name, True, f"every {answer_steps} steps: predicted goodput {mine:.1%} (best {top:.1%} at {best})")
     return CheckResult(name, False, f"every {answer_steps} steps predicts {mine:.1%}; {top:.1%} is possible - save more or less often?")
-
-
-@dataclass
-class Scoreboard:
-    """Collects a lab's check results; ``metrics()`` feeds ``record_metrics``."""
-
-    results: dict[str, CheckResult] = field(default_factory=dict)
-
-    def add(self, result: CheckResult) -> CheckResult:
-        self.results[result.name] = result
-        return result
-
-    @property
-    def passed(self) -> int:
-        return sum(r.passed for r in self.results.values())
-
-    def metrics(self) -> dict[str, Any]:
-        return {"checks": len(self.results), "passed": self.passed, "passed_names": sorted(n for n, r in self.results.items() if r.passed)}
-
-    def _repr_html_(self) -> str:
-        rows = "".join(r._repr_html_() for r in self.results.values())
-        return f"<div><b>{self.passed} of {len(self.results)} checks passed</b>{rows}</div>"
