@@ -32,6 +32,7 @@ arithmetic: vectorised over trials and failures, no Python loop per event.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -161,8 +162,15 @@ class SimConfig:
             "failure_causes" if has_causes else "device_mtbf_s",
             self.failure_causes if has_causes else self.device_mtbf_s,
             f"a failure rate giving at most {MAX_EXPECTED_FAILURES_PER_TRIAL:,} expected failures "
-            f"in duration_s (this gives {expected:,.0f})",
+            f"in the job's duration (this gives {expected:,.0f})",
         )
+
+    def to_dict(self) -> dict:
+        """The fields as plain Python (``failure_causes`` as lists), ready for JSON."""
+        d = dataclasses.asdict(self)
+        if self.failure_causes is not None:
+            d["failure_causes"] = [[cause, count] for cause, count in self.failure_causes]
+        return d
 
     # -- derived quantities -------------------------------------------------
 
@@ -274,9 +282,10 @@ class SimResult:
         ]
 
     def to_dict(self) -> dict:
-        """Summary as plain Python: ``goodput_mean, goodput_p5, goodput_p95,
-        interruptions_mean, buckets`` (mean seconds per category)."""
+        """Summary as plain Python: ``config`` (the simulated job, :meth:`SimConfig.to_dict`),
+        ``goodput_mean, goodput_p5, goodput_p95, interruptions_mean, buckets`` (mean seconds per category)."""
         return {
+            "config": self.config.to_dict(),
             "goodput_mean": self.goodput_mean,
             "goodput_p5": self.goodput_p5,
             "goodput_p95": self.goodput_p95,
