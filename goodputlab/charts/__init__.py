@@ -1,36 +1,18 @@
-"""Altair charts, one module per subject: runs (re-exported here), theory, cluster, checkpoints, pipeline.
+"""Altair charts, one module per subject: runs, theory, cluster, checkpoints, pipeline.
 
-In a notebook call :func:`setup_notebook` once: Altair then draws offline (the
-Vega JavaScript comes from vl-convert-python, not a CDN). :func:`save_png`
-writes a static image for places that run no kernel.
+Every chart is a plain function returning an Altair chart built from tidy rows, so a
+widget redraws it by assigning ``JupyterChart.chart``. In a notebook call
+:func:`setup_notebook` once: Altair then draws offline (the Vega JavaScript comes
+from vl-convert-python, not a CDN). :func:`save_png` writes a static image for
+places that run no kernel. The run charts (:func:`timeline`, :func:`breakdown`,
+:func:`loss_curve`) are re-exported here.
 """
 
 from __future__ import annotations
 
-import altair as alt
-
-from ..categories import CATEGORIES, COLORS
-
-#: The colour of each ledger category, identical in every chart.
-CATEGORY_SCALE = alt.Scale(domain=list(CATEGORIES), range=[COLORS[c] for c in CATEGORIES])
-
-
-def setup_notebook() -> None:
-    """Draw charts offline in Jupyter: Altair's ``jupyter`` renderer with vl-convert's JavaScript."""
-    alt.renderers.enable("jupyter", offline=True)
-
-
-def save_png(chart: alt.TopLevelMixin, path, scale: float = 2.0) -> None:
-    """Write a static PNG of ``chart`` (rendered offline by vl-convert)."""
-    import vl_convert as vlc
-
-    png = vlc.vegalite_to_png(chart.to_json(), scale=scale)
-    with open(path, "wb") as f:
-        f.write(png)
-
-
-from . import checkpoints, cluster, pipeline, runs, theory  # noqa: E402
-from .runs import breakdown, loss_curve, timeline  # noqa: E402
+from . import checkpoints, cluster, pipeline, runs, theory
+from .base import CATEGORY_SCALE, save_png, setup_notebook
+from .runs import breakdown, loss_curve, timeline
 
 __all__ = [
     "CATEGORY_SCALE",

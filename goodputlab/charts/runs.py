@@ -8,7 +8,7 @@ import altair as alt
 
 from ..categories import CATEGORIES, COLORS
 from ..ledger import Ledger, Segment
-from . import CATEGORY_SCALE
+from .base import CATEGORY_SCALE
 
 
 def _readable_segments(segments: list[Segment], wall_s: float, width_px: int) -> list[Segment]:

@@ -18,7 +18,7 @@ import numpy as np
 from .. import theory, validate
 from ..categories import CATEGORIES
 from ..errors import check
-from . import CATEGORY_SCALE
+from .base import CATEGORY_SCALE
 
 #: Colours of the models, identical in every chart of the theory.
 MODEL_COLORS: dict[str, str] = {

@@ -16,7 +16,7 @@ from ..api import RunResult
 from ..charts.checkpoints import goodput_vs_interval
 from ..config import CHECKPOINT_STRATEGIES, RunConfig
 from ..workload import PRESETS
-from . import RunControls, big_number, chart_widget, set_big_number
+from .common import RunControls, big_number, chart_widget, set_big_number
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=620, height=60)
 DEFAULT_RESTART_S = 2.5

@@ -16,7 +16,7 @@ from ..api import RunResult
 from ..charts.pipeline import depth_curve, model_vs_measured, zoomed_timeline
 from ..config import RunConfig
 from ..errors import ConfigError
-from . import RunControls, big_number, chart_widget, set_big_number
+from .common import RunControls, big_number, chart_widget, set_big_number
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=620, height=60)
 _STYLE = {"description_width": "170px"}

@@ -14,7 +14,7 @@ import ipywidgets as W
 from .. import charts
 from ..api import RunResult
 from ..config import RunConfig
-from . import RunControls, big_number, chart_widget, set_big_number
+from .common import RunControls, big_number, chart_widget, set_big_number
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=680, height=60)
 

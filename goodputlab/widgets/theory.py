@@ -19,7 +19,7 @@ from ..charts import cluster as cluster_charts
 from ..charts import theory as theory_charts
 from ..errors import ConfigError
 from ..theory.simulator import SimConfig, SimResult, simulate
-from . import big_number, chart_widget, set_big_number
+from .common import big_number, chart_widget, set_big_number
 
 _STYLE = {"description_width": "190px"}
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="simulating...").properties(width=520, height=40)
