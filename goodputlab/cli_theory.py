@@ -25,7 +25,7 @@ from typing import Any, Callable
 from goodputlab import theory
 from goodputlab.categories import CATEGORIES
 from goodputlab.errors import ConfigError
-from goodputlab.theory.simulator import SimConfig, simulate
+from goodputlab.theory import SimConfig, simulate
 
 #: ConfigError.field -> command-line flag. Fields in seconds on the command
 #: line share the flag's name; the flags given in other units (hours, days,

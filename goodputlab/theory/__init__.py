@@ -61,7 +61,8 @@ from .lab_model import (
     replay_run,
     textbook_goodput,
 )
-from .simulator import SimConfig, SimResult, simulate
+from .sim_config import SimConfig, SimResult
+from .simulator import simulate
 from .units import SECONDS_PER_DAY, SECONDS_PER_HOUR, compact_duration, human_duration
 
 __all__ = [
@@ -103,4 +104,5 @@ __all__ = [
     "replay_run",
     "simulate",
     "textbook_goodput",
+    "young_interval",
 ]

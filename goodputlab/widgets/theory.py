@@ -18,7 +18,7 @@ from .. import theory
 from ..charts import cluster as cluster_charts
 from ..charts import theory as theory_charts
 from ..errors import ConfigError
-from ..theory.simulator import SimConfig, SimResult, simulate
+from ..theory import SimConfig, SimResult, simulate
 from .common import big_number, chart_widget, set_big_number
 
 _STYLE = {"description_width": "190px"}
