@@ -15,19 +15,25 @@ been measured the prior is a write of the state at :data:`PRIOR_WRITE_BYTES_PER_
 plus :data:`PRIOR_SAVE_OVERHEAD_S`: pessimistic for the cheap strategies, so the
 first interval errs long, and the first measurement corrects it.
 
-**Failure rate.** Failures are a Poisson process with rate ``1/M``. After
-``n`` failures in ``T`` seconds of run time, the estimate is the posterior mean
-of the rate under a Gamma prior worth ``w`` failures seen in ``w * M0`` seconds::
+**Failure rate.** Failures are a Poisson process with rate ``1/M`` over the
+time a worker is alive: the supervisor draws each worker's time to failure from
+its launch, so the time between a failure and the next launch (the kill, the
+rescheduling delay) is not exposed to failures. After ``n`` failures in ``T``
+seconds of exposed time, the estimate is the posterior mean of the rate under a
+Gamma prior worth ``w`` failures seen in ``w * M0`` seconds::
 
     M_hat = (w * M0 + T) / (w + n)
 
-With no failures yet it is the prior ``M0`` stretched by the time survived;
-as failures accumulate it tends to the plain ``T / n``. The prior weight
-``w`` = :data:`PRIOR_FAILURES` is small, so a few failures dominate it. ``T``
-is wall time since the run started (restarts included: failures can strike
-then too, as in the supervisor). The worker cannot see failures, because a
+With no failures yet it is the prior ``M0`` stretched by the time survived
+(``M0 + T / w``: a run that has lived long without a failure is evidence of a
+long MTBF); as failures accumulate it tends to the plain ``T / n``. The prior
+weight ``w`` = :data:`PRIOR_FAILURES` is a tenth of a failure, so the prior is
+worth only ``w * M0`` = 6 seconds of exposure and the first failures dominate
+it: a run whose true MTBF is 6 s estimates 6-8 s after five failures, not the
+10-14 s a heavier prior gave. The worker cannot see failures, because a
 failure kills it; the supervisor writes each one (``failure`` events, with
-their times) into the event log, and a new worker reads them at start.
+their times) into the event log, and a new worker reads them at start, with
+the unexposed time that followed each.
 
 **Interval.** ``tau = daly_interval(delta, M_hat)`` seconds of training
 between the end of one save and the start of the next. The worker checks
@@ -45,8 +51,8 @@ from .theory import daly_interval
 
 PRIOR_MTBF_S = 60.0
 """Prior mean time between failures, seconds (the lab compresses time: failures every few seconds to minutes)."""
-PRIOR_FAILURES = 0.5
-"""Weight of the prior, in failures: half a failure's worth of evidence."""
+PRIOR_FAILURES = 0.1
+"""Weight of the prior, in failures: a tenth of a failure's worth of evidence (6 s of exposure at 60 s)."""
 PRIOR_WRITE_BYTES_PER_S = 500e6
 """Bytes per second assumed for the first save's cost, before one is measured."""
 PRIOR_SAVE_OVERHEAD_S = 0.01
@@ -70,6 +76,8 @@ class AutoInterval:
     prior_failures: float = PRIOR_FAILURES
     save_cost_weight: float = SAVE_COST_WEIGHT
     failure_times: list[float] = field(default_factory=list)
+    unexposed_s: float = 0.0
+    """Seconds of run time in which no worker was alive to fail (from each failure to the next launch)."""
     save_s: float | None = None
     """The save-cost estimate, seconds (``None`` until a save was measured)."""
     saves_measured: int = 0
@@ -97,10 +105,18 @@ class AutoInterval:
         """The save cost used now: the measured average, or the prior before any measurement."""
         return self.save_s if self.save_s is not None else self.prior_save_s
 
+    def observe_unexposed(self, seconds: float) -> None:
+        """Record ``seconds`` of run time in which no worker was alive (a failure until the next launch)."""
+        self.unexposed_s += max(0.0, seconds)
+
+    def exposed_s(self, now_s: float) -> float:
+        """Seconds of the first ``now_s`` of run time in which a worker was alive and could fail."""
+        return max(0.0, now_s - self.unexposed_s)
+
     def mtbf_s(self, now_s: float) -> float:
-        """Posterior-mean MTBF after the failures seen in ``now_s`` seconds of run time."""
+        """Posterior-mean MTBF after the failures seen in the exposed part of ``now_s`` seconds of run time."""
         n = len(self.failure_times)
-        return (self.prior_failures * self.prior_mtbf_s + max(0.0, now_s)) / (self.prior_failures + n)
+        return (self.prior_failures * self.prior_mtbf_s + self.exposed_s(now_s)) / (self.prior_failures + n)
 
     def interval_s(self, now_s: float) -> float:
         """Daly's interval (seconds of training between saves) for the current estimates."""
@@ -126,7 +142,8 @@ class AutoInterval:
 
         Save costs are the durations of earlier ``ckpt_save`` phases (to the
         next phase event of the same attempt); failures are the supervisor's
-        ``failure`` events. A missing log gives the bare prior.
+        ``failure`` events, and the time from each to the next ``spawn`` is
+        unexposed. A missing log gives the bare prior.
         """
         est = cls(state_bytes=state_bytes, **kwargs)
         try:
@@ -134,6 +151,7 @@ class AutoInterval:
         except FileNotFoundError:
             return est
         open_saves: dict[int, float] = {}
+        failed_at: float | None = None  # the last failure not yet followed by a launch
         for line in raw.splitlines():
             try:
                 e = json.loads(line)
@@ -142,8 +160,12 @@ class AutoInterval:
             kind = e.get("kind")
             if kind == E.SUP_FAILURE:
                 est.observe_failure(float(e["t"]))
+                failed_at = float(e["t"])
                 open_saves.pop(e.get("attempt"), None)  # a save cut short by the kill measured nothing
             elif kind in E.PHASES:
+                if kind == E.SUP_SPAWN and failed_at is not None:
+                    est.observe_unexposed(float(e["t"]) - failed_at)
+                    failed_at = None
                 started = open_saves.pop(e.get("attempt"), None)
                 if started is not None:
                     est.observe_save(float(e["t"]) - started)

@@ -58,6 +58,8 @@ def test_auto_interval_reads_failures_and_save_costs_from_the_event_log(tmp_path
     log.write_text("".join(json.dumps({"t": t, "attempt": a, "step": None, "kind": k}) + "\n" for t, a, k in rows) + '{"t": 4.1, "cut')
     est = AutoInterval.from_event_log(log)
     assert est.failure_times == [2.05, 4.0]
+    assert est.unexposed_s == pytest.approx(2.6 - 2.05)  # from the first failure to the next launch
+    assert est.mtbf_s(4.0) == pytest.approx((PRIOR_FAILURES * PRIOR_MTBF_S + 4.0 - 0.55) / (PRIOR_FAILURES + 2))
     assert est.saves_measured == 2
     assert est.save_cost_s() == pytest.approx(0.3 * 0.4 + 0.7 * 0.2)
     assert AutoInterval.from_event_log(tmp_path / "missing.jsonl").saves_measured == 0
@@ -79,9 +81,21 @@ def test_auto_interval_retunes_from_measured_saves_and_failures(tmp_path, clean_
     marks = [e for e in events if e["kind"] == "ckpt_interval"]
     assert {e["attempt"] for e in marks} == {0, 1, 2}
     for e in marks:  # every decision is Daly's interval for the estimates it reports
-        assert e["interval_s"] == pytest.approx(max(0.01, theory.daly_interval(e["save_s"], e["mtbf_s"])), rel=1e-4)
+        # the event log rounds each figure to 6 decimals; with saves of a few ms that rounding alone moves
+        # Daly's interval by ~1e-4 relative, so compare with the interval of every value that rounds the same
+        # (Daly's interval grows with both the save cost and the MTBF)
+        half = 5e-7
+        lo = max(0.01, theory.daly_interval(e["save_s"] - half, e["mtbf_s"] - half))
+        hi = max(0.01, theory.daly_interval(e["save_s"] + half, e["mtbf_s"] + half))
+        assert lo - half <= e["interval_s"] <= hi + half, e
         assert e["failures_seen"] == e["attempt"]  # a worker knows the failures before it started
-        expected_mtbf = (PRIOR_FAILURES * PRIOR_MTBF_S + e["t"]) / (PRIOR_FAILURES + e["attempt"])
+        # failures strike only while a worker is alive: from a failure to the next launch is not exposed
+        unexposed = sum(
+            next(s["t"] for s in events if s["kind"] == "spawn" and s["t"] >= f["t"]) - f["t"]
+            for f in events
+            if f["kind"] == "failure" and f["t"] < e["t"]
+        )
+        expected_mtbf = (PRIOR_FAILURES * PRIOR_MTBF_S + e["t"] - unexposed) / (PRIOR_FAILURES + e["attempt"])
         assert e["mtbf_s"] == pytest.approx(expected_mtbf, rel=0.05, abs=0.05)
     assert len({round(e["interval_s"], 4) for e in marks}) > 3  # it re-tunes
     first_of_attempt_2 = next(e for e in marks if e["attempt"] == 2)
@@ -139,3 +153,22 @@ def test_auto_interval_chart_draws_every_decision_the_optimum_and_the_failures()
     assert [r["optimum_s"] for r in rows if "optimum_s" in r] == [0.6]
     assert [r["t"] for r in rows if set(r) == {"t"}] == [2.5]
     assert len(chart_rows(auto_interval_chart(decisions))) == 2  # no optimum, no failures: just the choices
+
+
+def test_auto_interval_mtbf_estimate_is_honest_after_a_few_failures(tmp_path):
+    """Five failures, each 6 s of worker-alive time after its launch, with 0.5 s restarts between:
+    the estimate is close to the true 6 s (the prior is worth 6 s of exposure, restarts are not exposed)."""
+    rows, t = [(0.0, 0, "start")], 0.0
+    for attempt in range(5):
+        rows.append((t, attempt, "spawn"))
+        t += 6.0
+        rows.append((t, attempt, "failure"))
+        rows.append((t + 0.01, attempt, "restart_delay"))
+        t += 0.5
+    rows.append((t, 5, "spawn"))
+    log = tmp_path / "events.jsonl"
+    log.write_text("".join(json.dumps({"t": t, "attempt": a, "step": None, "kind": k}) + "\n" for t, a, k in rows))
+    est = AutoInterval.from_event_log(log)
+    assert est.unexposed_s == pytest.approx(5 * 0.5)
+    assert est.mtbf_s(t) == pytest.approx((PRIOR_FAILURES * PRIOR_MTBF_S + 30.0) / (PRIOR_FAILURES + 5))
+    assert 6.0 <= est.mtbf_s(t) <= 7.5
