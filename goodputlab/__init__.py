@@ -16,6 +16,7 @@ Running and reading runs:
 - :data:`PHASES`: the event kinds that start a phase (the others are markers).
 - :class:`ConfigError`: a bad value; names the field, the value and what is allowed.
 - :func:`measure_timings`: a run's phase costs read from its event log (:class:`RunTimings`).
+- :class:`Recorder`: records any training loop (your own) into the same event log and ledger.
 
 The theory (all of it in :mod:`goodputlab.theory`; the ones the chapters use most here):
 
@@ -54,6 +55,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "PHASES": (".events", "PHASES"),
     "ConfigError": (".errors", "ConfigError"),
     "measure_timings": (".experiments.interval_sweep", "measure_timings"),
+    "Recorder": (".recorder", "Recorder"),
     # the theory
     "young_interval": (".theory", "young_interval"),
     "daly_interval": (".theory", "daly_interval"),

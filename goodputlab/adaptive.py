@@ -42,7 +42,6 @@ after every step whether that much time has passed since the last save.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -147,28 +146,24 @@ class AutoInterval:
         """
         est = cls(state_bytes=state_bytes, **kwargs)
         try:
-            raw = Path(path).read_bytes()
+            events = E.read_events(path)  # strict: a line that is not an event stops the run with its line number
         except FileNotFoundError:
             return est
         open_saves: dict[int, float] = {}
         failed_at: float | None = None  # the last failure not yet followed by a launch
-        for line in raw.splitlines():
-            try:
-                e = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut short by a kill
-            kind = e.get("kind")
+        for e in events:
+            kind = e["kind"]
             if kind == E.SUP_FAILURE:
                 est.observe_failure(float(e["t"]))
                 failed_at = float(e["t"])
-                open_saves.pop(e.get("attempt"), None)  # a save cut short by the kill measured nothing
+                open_saves.pop(e["attempt"], None)  # a save cut short by the kill measured nothing
             elif kind in E.PHASES:
                 if kind == E.SUP_SPAWN and failed_at is not None:
                     est.observe_unexposed(float(e["t"]) - failed_at)
                     failed_at = None
-                started = open_saves.pop(e.get("attempt"), None)
+                started = open_saves.pop(e["attempt"], None)
                 if started is not None:
                     est.observe_save(float(e["t"]) - started)
                 if kind == E.W_CKPT_SAVE:
-                    open_saves[e.get("attempt")] = float(e["t"])
+                    open_saves[e["attempt"]] = float(e["t"])
         return est

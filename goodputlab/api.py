@@ -11,10 +11,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .config import RunConfig
+from .errors import RunFileError
 from .events import read_events
 from .ledger import Ledger, build_ledger, per_step
 from .report import breakdown_table
-from .supervisor import Progress, check_writable, run_supervised
+from .safe_io import UnsafeFileError, read_regular
+from .supervisor import Progress, run_supervised
+
+SUMMARY_MAX_BYTES = 64 << 20
 
 
 @dataclass
@@ -39,6 +43,9 @@ class RunResult:
 
     @property
     def config(self) -> RunConfig:
+        """The lab run's settings (a job recorded with gl.Recorder has none: see ``summary["config"]``)."""
+        if self.summary["config"].get("source") == "recorder":
+            raise AttributeError("a job recorded with gl.Recorder has no RunConfig; its facts are in summary['config']")
         return RunConfig.from_dict(self.summary["config"])
 
     def per_step(self) -> list[dict[str, Any]]:
@@ -80,45 +87,100 @@ def run(
     *,
     out: str | Path | None = None,
     progress: bool | Callable[[Progress], None] = True,
+    resume: bool = False,
     **settings: Any,
 ) -> RunResult:
     """Run a real experiment and return its :class:`RunResult`.
 
     Pass a :class:`RunConfig`, or its fields as keywords (``steps=400,
     ckpt_every=50, mtbf=4, ...``; the same names as the CLI's flags). ``out`` is
-    the directory for the run's files (a fresh temporary one by default).
+    the directory for the run's files (a fresh temporary one by default; an existing
+    one must be empty or hold an earlier goodputlab run, or ``overwrite=True`` must
+    be set, see :mod:`goodputlab.run_dir`). ``resume``: continue the run in ``out``
+    from its newest valid checkpoint.
     ``progress`` is ``True`` for a progress bar (a widget in Jupyter), ``False``
     for none, or a callable that receives :class:`~goodputlab.supervisor.Progress`.
-    Raises :class:`~goodputlab.errors.ConfigError` for a bad setting.
+    Raises :class:`~goodputlab.errors.ConfigError` for a bad setting, before anything starts.
     """
     if config is None:
         config = RunConfig(**settings)
     elif settings:
         config = config.replace(**settings)
-    out = Path(out) if out is not None else default_out_dir()
-    check_writable(out)  # before any progress bar appears
+    if out is None:
+        out = default_out_dir()
     bar = None
     callback: Callable[[Progress], None] | None
     if progress is True:
-        bar = _ProgressBar(config.steps)
+        bar = _ProgressBar(config.steps)  # drawn on the first update: a refused run shows no bar
         callback = bar.update
     elif progress is False or progress is None:
         callback = None
     else:
         callback = progress
     try:
-        summary = run_supervised(config, out, progress=callback)
+        summary = run_supervised(config, out, progress=callback, resume=resume)
     finally:
         if bar is not None:
             bar.close()
-    return RunResult(Path(out), summary, read_events(Path(out) / "events.jsonl"))
+    out = Path(out).expanduser().resolve()
+    return RunResult(out, summary, read_events(out / "events.jsonl"))
+
+
+_SUMMARY_FIELDS = {
+    "goodput": ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
+    "wall_s": ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
+    "buckets": (
+        "an object of seconds per category",
+        lambda v: isinstance(v, dict) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v.values()),
+    ),
+    "completed": ("true or false", lambda v: isinstance(v, bool)),
+    "config": ("an object", lambda v: isinstance(v, dict)),
+}
+
+
+def read_summary(path: str | Path) -> dict[str, Any]:
+    """A run's ``summary.json``; raises :class:`~goodputlab.errors.RunFileError` naming the file and
+    the problem (not a regular file, not UTF-8, not a JSON object, a field missing or of the wrong type)."""
+    path = Path(path)
+    try:
+        raw = read_regular(path, SUMMARY_MAX_BYTES)
+    except FileNotFoundError:
+        raise RunFileError(f"{path}: missing (the run never finished writing its results)") from None
+    except UnsafeFileError as e:
+        raise RunFileError(f"{path}: {e}") from None
+    try:
+        summary = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise RunFileError(f"{path}: not valid UTF-8 (byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise RunFileError(f"{path}: not JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    if not isinstance(summary, dict):
+        raise RunFileError(f"{path}: a JSON {type(summary).__name__}, not an object")
+    for name, (what, ok) in _SUMMARY_FIELDS.items():
+        if name not in summary:
+            raise RunFileError(f"{path}: no {name!r} field")
+        if not ok(summary[name]):
+            raise RunFileError(f"{path}: {name!r} is {summary[name]!r}, not {what}")
+    return summary
 
 
 def load_run(out: str | Path) -> RunResult:
-    """Open the results of an earlier run from its directory."""
+    """Open the results of a run from its directory: a lab run's, or a :class:`~goodputlab.Recorder`'s.
+
+    A recorder's folder (or a lab run that never wrote ``summary.json``) is summarised
+    from its event logs, every rank's merged. Raises
+    :class:`~goodputlab.recorder.NotARunDirectory` (a ``FileNotFoundError``) when
+    ``out`` holds no run, and :class:`~goodputlab.errors.RunFileError` (a ``ValueError``)
+    naming the file, and for ``events.jsonl`` the line, when a file is not what a run writes.
+    """
     out = Path(out)
-    summary = json.loads((out / "summary.json").read_text())
-    return RunResult(out, summary, read_events(out / "events.jsonl"))
+    if not (out / "summary.json").is_file():
+        from .ledger import summarize
+        from .recorder import read_recording
+
+        events, config = read_recording(out)
+        return RunResult(out, summarize(events, config), events)
+    return RunResult(out, read_summary(out / "summary.json"), read_events(out / "events.jsonl"))
 
 
 class _ProgressBar:
@@ -127,13 +189,16 @@ class _ProgressBar:
     min_interval_s = 0.2  # redraw at most this often (a log file would get a line per redraw)
 
     def __init__(self, steps: int):
-        from tqdm.auto import tqdm
-
-        self.bar = tqdm(total=steps, unit="step", desc="training", leave=True)
+        self.steps = steps
+        self.bar = None  # created on the first update
         self._last_draw = 0.0
         self._last_phase = ""
 
     def update(self, p: Progress) -> None:
+        if self.bar is None:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=self.steps, unit="step", desc="training", leave=True)
         self.bar.n = p.steps_done
         self.bar.set_postfix_str(f"attempt {p.attempt}, failures {p.failures}, {p.phase}", refresh=False)
         now = time.monotonic()
@@ -142,4 +207,5 @@ class _ProgressBar:
             self._last_draw, self._last_phase = now, p.phase
 
     def close(self) -> None:
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.close()

@@ -14,19 +14,22 @@ see :mod:`goodputlab.dcp_checkpoint`).
 
 Verified: restore walks the checkpoints newest first and takes the first whose
 manifest parses and whose files match their checksums; a damaged one is skipped
-with a warning. Loading uses ``torch.load(..., weights_only=True)``, so a
-checkpoint can hold tensors and plain containers but never code.
+with a warning. A checkpoint folder is input like any other (whoever can write
+it can rewrite its manifest), so the reader trusts nothing in it: a file is read
+only when it is a regular file (never through a link, never a FIFO or device) of
+at most ``max_file_bytes``, and every pickle goes through an explicit allow-list
+(:mod:`goodputlab.safe_unpickle`) before ``torch.load(..., weights_only=True)``,
+so a checkpoint can hold tensors and plain containers but never code.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import random
 import re
-import shutil
+import stat
 import time
 import uuid
 import warnings
@@ -36,12 +39,24 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .safe_io import UnsafeFileError, create_new, open_regular, read_regular, remove_entry, write_all
+
 FORMAT_VERSION = 1
 STATE_FILE = "state.pt"
 MANIFEST = "manifest.json"
 LAYOUT_TORCH = "torch_save"  # one state.pt written by torch.save
 LAYOUT_DCP = "dcp"  # a torch.distributed.checkpoint directory (goodputlab.dcp_checkpoint)
-_NAME = re.compile(r"^step-(\d{8})$")
+_NAME = re.compile(r"^step-(\d{8,})$")
+MANIFEST_MAX_BYTES = 1 << 20  # a manifest lists a handful of files: a few hundred bytes
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def default_max_file_bytes() -> int:
+    """The largest checkpoint file a reader accepts unless told otherwise: half the machine's RAM."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError):
+        return 64 << 30
 
 
 class CheckpointWarning(UserWarning):
@@ -64,11 +79,16 @@ class _HashingWriter:
         self.f = f
         self.sha = hashlib.sha256()
         self.bytes = 0
+        self.error: OSError | None = None  # torch.save turns a write error into a vague RuntimeError
 
     def write(self, data) -> int:
         self.sha.update(data)
         self.bytes += len(data)
-        return self.f.write(data)
+        try:
+            return self.f.write(data)
+        except OSError as e:
+            self.error = self.error or e
+            raise
 
     def flush(self) -> None:
         self.f.flush()
@@ -76,6 +96,16 @@ class _HashingWriter:
 
 _HASH_CHUNK = 8 << 20  # bytes read at a time when hashing files back
 _REQUIRED_FILES = {LAYOUT_TORCH: (STATE_FILE,), LAYOUT_DCP: (".metadata", "skeleton.pt")}
+
+
+def _is_count(value: Any) -> bool:
+    """A whole number >= 0 (``bool`` is not a number here)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _plain_name(name: Any) -> bool:
+    """A file name inside the checkpoint folder itself: no folder part, no ``..``, no NUL."""
+    return isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\0" not in name
 
 
 def _fsync_dir(path: Path) -> None:
@@ -86,21 +116,38 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-class CheckpointStore:
-    """A directory of checkpoints with atomic commit, verification and keep-newest-k."""
+class CheckpointDirError(ValueError):
+    """The checkpoint folder itself is unusable (a symbolic link, or not a folder)."""
 
-    def __init__(self, root: Path | str, keep: int = 3):
+
+class CheckpointStore:
+    """A directory of checkpoints with atomic commit, verification and keep-newest-k.
+
+    ``max_file_bytes``: the largest file a reader accepts (default: half the
+    machine's RAM); a file listed as larger is damage, not something to read.
+    The folder must be a real directory: a symbolic link is refused
+    (:class:`CheckpointDirError`), and so are links inside it.
+    """
+
+    def __init__(self, root: Path | str, keep: int = 3, max_file_bytes: int | None = None):
         self.root = Path(root)
         self.keep = keep
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.max_file_bytes = max_file_bytes if max_file_bytes is not None else default_max_file_bytes()
+        if self.root.is_symlink():
+            raise CheckpointDirError(f"{self.root} is a symbolic link: checkpoints are never read or written through one")
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise CheckpointDirError(f"{self.root} exists and is not a folder") from None
 
     # --- listing -----------------------------------------------------------------
     def list(self) -> list[Checkpoint]:
-        """Committed checkpoints (valid or not), newest first."""
+        """Committed checkpoints (valid or not), newest first. Only real folders count: a link named
+        like a checkpoint is neither read nor deleted."""
         found = []
         for p in self.root.iterdir():
             m = _NAME.match(p.name)
-            if m and p.is_dir():
+            if m and stat.S_ISDIR(os.lstat(p).st_mode):
                 found.append(Checkpoint(int(m.group(1)), p))
         return sorted(found, key=lambda c: c.step, reverse=True)
 
@@ -126,13 +173,20 @@ class CheckpointStore:
         is written (one pass over the bytes).
         """
         tmp = self.begin(step)
-        with open(tmp / STATE_FILE, "wb") as raw:
-            f = _HashingWriter(raw)
-            write_state(f)
-            raw.flush()
-            os.fsync(raw.fileno())
-        files = {STATE_FILE: {"sha256": f.sha.hexdigest(), "bytes": f.bytes}}
-        return self.seal(tmp, step, files, LAYOUT_TORCH)
+        f = None
+        try:
+            with os.fdopen(create_new(tmp / STATE_FILE), "wb") as raw:
+                f = _HashingWriter(raw)
+                write_state(f)
+                raw.flush()
+                os.fsync(raw.fileno())
+            files = {STATE_FILE: {"sha256": f.sha.hexdigest(), "bytes": f.bytes}}
+            return self.seal(tmp, step, files, LAYOUT_TORCH)
+        except BaseException as e:
+            self.discard(tmp)  # a full disk or a failed serialisation leaves no temporary behind
+            if f is not None and f.error is not None and not isinstance(e, OSError):
+                raise OSError(f.error.errno, f"{f.error.strerror} (writing {STATE_FILE} of step {step})") from None
+            raise
 
     def begin(self, step: int) -> Path:
         """A fresh temporary directory for the files of the checkpoint of ``step`` (invisible to readers)."""
@@ -140,6 +194,13 @@ class CheckpointStore:
         tmp = self.root / f".tmp-step-{step:08d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir()
         return tmp
+
+    def discard(self, tmp: Path) -> None:
+        """Remove a temporary directory from :meth:`begin` after a save failed (no error if it is gone)."""
+        try:
+            remove_entry(tmp)
+        except OSError:
+            pass
 
     def commit_files(self, tmp: Path, step: int, layout: str) -> Path:
         """Seal a temporary directory from :meth:`begin` whose files are already written.
@@ -169,17 +230,19 @@ class CheckpointStore:
             "created_unix": time.time(),
             "files": files,
         }
-        with open(tmp / MANIFEST, "w") as m:
-            json.dump(manifest, m, indent=1)
-            m.flush()
-            os.fsync(m.fileno())
+        fd = create_new(tmp / MANIFEST)
+        try:
+            write_all(fd, json.dumps(manifest, indent=1).encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         _fsync_dir(tmp)
         final = self.path_for(step)
-        if final.exists():  # the same step saved again after a rollback past it
+        if os.path.lexists(final):  # the same step saved again after a rollback past it
             trash = self.root / f".trash-{final.name}-{uuid.uuid4().hex[:8]}"
-            os.rename(final, trash)
+            os.rename(final, trash)  # renames a planted link itself, never its target
             os.rename(tmp, final)
-            shutil.rmtree(trash, ignore_errors=True)
+            self.discard(trash)
         else:
             os.rename(tmp, final)
         _fsync_dir(self.root)
@@ -189,103 +252,153 @@ class CheckpointStore:
     def prune(self) -> None:
         """Delete all but the newest ``keep`` checkpoints."""
         for c in self.list()[self.keep :]:
-            shutil.rmtree(c.path, ignore_errors=True)
+            self.discard(c.path)
 
     def _remove_stale_temporaries(self) -> None:
-        """Leftovers of saves that a kill interrupted; never visible as checkpoints."""
+        self.remove_temporaries()
+
+    def remove_temporaries(self) -> list[str]:
+        """Delete leftovers of saves that a kill or an error interrupted (never visible as
+        checkpoints); returns their names. Only when no process is saving into this store."""
+        removed = []
         for p in self.root.iterdir():
             if p.name.startswith((".tmp-", ".trash-")):
-                shutil.rmtree(p, ignore_errors=True)
+                self.discard(p)
+                removed.append(p.name)
+        return removed
 
     # --- reading -----------------------------------------------------------------
     def manifest(self, path: Path) -> dict[str, Any]:
-        """The parsed manifest of a checkpoint; raises ``ValueError`` if it is missing or malformed."""
+        """The parsed, checked manifest of a checkpoint; raises ``ValueError`` if it is missing or malformed.
+
+        Checked: a regular file of at most 1 MiB holding a JSON object with the
+        format version, the step of the folder's name, a known layout and, for
+        every file, a plain file name (no folder, no ``..``), its size (bytes >= 0)
+        and its sha256 (64 hex digits); the layout's required files are listed.
+        """
         try:
-            manifest = json.loads((path / MANIFEST).read_text())
+            raw = read_regular(path / MANIFEST, MANIFEST_MAX_BYTES)
         except FileNotFoundError:
             raise ValueError("no manifest") from None
+        except UnsafeFileError as e:
+            raise ValueError(f"manifest refused: {e}") from None
+        except OSError as e:
+            raise ValueError(f"manifest unreadable ({e.strerror or e})") from None
+        try:
+            manifest = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise ValueError("manifest unreadable (not UTF-8)") from None
         except json.JSONDecodeError as e:
             raise ValueError(f"manifest unreadable ({e.msg})") from None
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
-            found = manifest.get("format") if isinstance(manifest, dict) else manifest
+            found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
             raise ValueError(f"format {found!r}, expected {FORMAT_VERSION}")
+        m = _NAME.match(Path(path).name)
+        step = manifest.get("step")
+        if m and (not _is_count(step) or step != int(m.group(1))):
+            raise ValueError(f"manifest step {step!r} does not match {Path(path).name}")
         layout = manifest.get("layout", LAYOUT_TORCH)  # manifests before layouts existed were torch_save
-        if layout not in _REQUIRED_FILES:
+        if not isinstance(layout, str) or layout not in _REQUIRED_FILES:
             raise ValueError(f"unknown layout {layout!r}")
         files = manifest.get("files")
-        if not isinstance(files, dict):
+        if not isinstance(files, dict) or not files:
             raise ValueError("manifest lists no files")
+        for name, entry in files.items():
+            if not _plain_name(name):
+                raise ValueError(f"manifest names a file outside the checkpoint: {name!r}")
+            if not isinstance(entry, dict):
+                raise ValueError(f"manifest entry of {name} is {type(entry).__name__}, not an object")
+            if not _is_count(entry.get("bytes")):
+                raise ValueError(f"manifest gives {name} a size of {entry.get('bytes')!r}")
+            if entry["bytes"] > self.max_file_bytes:
+                raise ValueError(f"manifest gives {name} {entry['bytes']} bytes, more than the {self.max_file_bytes} accepted")
+            if not isinstance(entry.get("sha256"), str) or not _SHA256.match(entry["sha256"]):
+                raise ValueError(f"manifest gives {name} no valid sha256")
         for name in _REQUIRED_FILES[layout]:
             if name not in files:
                 raise ValueError(f"manifest lists no {name}")
         manifest["layout"] = layout
         return manifest
 
+    def _open_listed(self, path: Path, name: str, entry: dict[str, Any]) -> int:
+        """A descriptor of a listed file after the regular-file and size checks (not yet hashed)."""
+        try:
+            fd, size = open_regular(path / name, self.max_file_bytes)
+        except FileNotFoundError:
+            raise ValueError(f"{name} missing") from None
+        except UnsafeFileError as e:
+            raise ValueError(str(e)) from None
+        if size != entry["bytes"]:
+            os.close(fd)
+            raise ValueError(f"{name} has {size} bytes, manifest says {entry['bytes']}")
+        return fd
+
     def verify(self, path: Path) -> dict[str, Any]:
-        """Check every file the manifest lists (size and sha256); returns the manifest.
+        """Check every file the manifest lists (a regular file, its size and sha256); returns the manifest.
 
         Raises ``ValueError`` naming the first problem. Reads every byte once.
         """
         manifest = self.manifest(path)
         for name, entry in manifest["files"].items():
-            f = path / name
-            if ".." in Path(name).parts or Path(name).is_absolute():
-                raise ValueError(f"manifest names a file outside the checkpoint: {name}")
-            try:
-                size = f.stat().st_size
-            except FileNotFoundError:
-                raise ValueError(f"{name} missing") from None
-            if size != entry["bytes"]:
-                raise ValueError(f"{name} has {size} bytes, manifest says {entry['bytes']}")
             sha = hashlib.sha256()
-            with open(f, "rb") as fh:
+            with os.fdopen(self._open_listed(path, name, entry), "rb") as fh:
                 while chunk := fh.read(_HASH_CHUNK):
                     sha.update(chunk)
             if sha.hexdigest() != entry["sha256"]:
                 raise ValueError(f"{name} sha256 mismatch")
         return manifest
 
+    def read_listed(self, path: Path, name: str, manifest: dict[str, Any] | None = None) -> bytes:
+        """The bytes of one listed file, checked against the manifest; raises ``ValueError`` if damaged."""
+        manifest = manifest if manifest is not None else self.manifest(path)
+        entry = manifest["files"].get(name)
+        if entry is None:
+            raise ValueError(f"manifest lists no {name}")
+        with os.fdopen(self._open_listed(path, name, entry), "rb") as fh:
+            data = fh.read(entry["bytes"] + 1)
+        if len(data) != entry["bytes"]:
+            raise ValueError(f"{name} has {len(data)} bytes, manifest says {entry['bytes']}")
+        if hashlib.sha256(data).hexdigest() != entry["sha256"]:
+            raise ValueError(f"{name} sha256 mismatch")
+        return data
+
     def read_verified(self, path: Path) -> bytes:
         """The bytes of ``state.pt`` after checking the manifest; raises ``ValueError`` if damaged."""
         manifest = self.manifest(path)
         if manifest["layout"] != LAYOUT_TORCH:
             raise ValueError(f"layout {manifest['layout']!r} has no {STATE_FILE}")
-        entry = manifest["files"][STATE_FILE]
-        try:
-            data = (path / STATE_FILE).read_bytes()
-        except FileNotFoundError:
-            raise ValueError(f"{STATE_FILE} missing") from None
-        if len(data) != entry["bytes"]:
-            raise ValueError(f"{STATE_FILE} has {len(data)} bytes, manifest says {entry['bytes']}")
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != entry["sha256"]:
-            raise ValueError(f"{STATE_FILE} sha256 mismatch")
-        return data
+        return self.read_listed(path, STATE_FILE, manifest)
 
     def load(self, path: Path) -> dict[str, Any]:
-        """Load a verified checkpoint onto the CPU (``weights_only=True`` for every layout)."""
-        import torch
+        """Load a verified checkpoint onto the CPU. No layout can run code: every pickle passes
+        an explicit allow-list first (:mod:`goodputlab.safe_unpickle`), then ``weights_only=True``."""
+        from .safe_unpickle import safe_torch_load
 
         manifest = self.manifest(path)
         if manifest["layout"] == LAYOUT_DCP:
             from .dcp_checkpoint import load_dcp_checkpoint
 
             self.verify(path)
-            return load_dcp_checkpoint(path)
-        data = self.read_verified(path)
-        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+            return load_dcp_checkpoint(path, files=manifest["files"], max_file_bytes=self.max_file_bytes)
+        return safe_torch_load(self.read_verified(path), STATE_FILE)
 
     def load_newest_valid(
-        self, on_invalid: Callable[[Checkpoint, str], None] | None = None
+        self,
+        on_invalid: Callable[[Checkpoint, str], None] | None = None,
+        accept: Callable[[Checkpoint, dict[str, Any]], None] | None = None,
     ) -> tuple[Checkpoint, dict[str, Any]] | None:
         """The newest checkpoint that verifies and loads, or ``None``.
 
-        Each damaged one is reported through ``on_invalid(checkpoint, reason)``
-        and a :class:`CheckpointWarning`, then skipped.
+        ``accept(checkpoint, state)`` may raise ``ValueError`` to refuse a state that
+        loaded but cannot be used (see :func:`check_training_state`). Each damaged or
+        refused one is reported through ``on_invalid(checkpoint, reason)`` and a
+        :class:`CheckpointWarning`, then skipped.
         """
         for c in self.list():
             try:
                 state = self.load(c.path)
+                if accept is not None:
+                    accept(c, state)
             except Exception as e:  # damaged in any way: verified bytes that still fail to unpickle
                 reason = str(e) or type(e).__name__
                 warnings.warn(f"skipping damaged checkpoint {c.path.name}: {reason}", CheckpointWarning, stacklevel=2)
@@ -300,7 +413,7 @@ class CheckpointStore:
         for c in self.list():
             try:
                 self.verify(c.path)
-            except ValueError:
+            except (ValueError, OSError):
                 continue
             return c.step
         return 0
@@ -353,6 +466,49 @@ def capture_state(model, optimizer, scheduler, step: int, data_position: dict[st
         "data": data_position,
         "rng": capture_rng(),
     }
+
+
+def check_training_state(state: Any, step: int, model, optimizer=None) -> None:
+    """Raise ``ValueError`` unless ``state`` is a complete training state of ``model`` after ``step`` steps.
+
+    Checked before anything is applied (so a refused checkpoint leaves the live objects
+    untouched): the keys :func:`capture_state` writes, the step, and every model tensor's
+    name, shape and dtype. A checkpoint that verifies but fails this is skipped like a
+    damaged one.
+    """
+    import torch
+
+    if not isinstance(state, dict):
+        raise ValueError(f"the state is a {type(state).__name__}, not a training state")
+    missing = [k for k in ("step", "model", "optimizer", "scheduler", "data", "rng") if k not in state]
+    if missing:
+        raise ValueError(f"the state has no {', '.join(missing)}")
+    if not _is_count(state["step"]) or state["step"] != step:
+        raise ValueError(f"the state is of step {state['step']!r}, its checkpoint of step {step}")
+    if not isinstance(state["data"], dict) or not _is_count(state["data"].get("batch_size")):
+        raise ValueError("the state has no data position")
+    for key in ("optimizer", "scheduler", "rng"):
+        if not isinstance(state[key], dict):
+            raise ValueError(f"the state's {key} is a {type(state[key]).__name__}")
+    if not {"python", "numpy", "torch"} <= set(state["rng"]):
+        raise ValueError("the state lacks an RNG state")
+    expected, got = model.state_dict(), state["model"]
+    if not isinstance(got, dict) or set(got) != set(expected):
+        raise ValueError("the state's model has other parameters than this model")
+    for name, t in expected.items():
+        v = got[name]
+        if not isinstance(v, torch.Tensor) or v.shape != t.shape or v.dtype != t.dtype:
+            raise ValueError(f"the state's {name} does not match this model")
+    if optimizer is not None:
+        groups = state["optimizer"].get("param_groups")
+        live = optimizer.state_dict()["param_groups"]
+        if (
+            not isinstance(state["optimizer"].get("state"), dict)
+            or not isinstance(groups, list)
+            or len(groups) != len(live)
+            or any(not isinstance(g, dict) or len(g.get("params") or ()) != len(h["params"]) for g, h in zip(groups, live))
+        ):
+            raise ValueError("the state's optimizer does not match this optimizer")
 
 
 def apply_state(state: dict[str, Any], model, optimizer, scheduler) -> int:
@@ -436,6 +592,7 @@ def load_newest(
     memory_tier=None,
     on_invalid: Callable[[Checkpoint, str], None] | None = None,
     device=None,
+    accept: Callable[[Checkpoint, dict[str, Any]], None] | None = None,
 ) -> tuple[Checkpoint, dict[str, Any]] | None:
     """The newest valid state: the RAM tier's snapshot when there is one at least as new
     as the newest disk checkpoint, else the newest valid disk checkpoint.
@@ -446,6 +603,7 @@ def load_newest(
     A damaged RAM snapshot is reported like a damaged disk checkpoint
     (``on_invalid`` and a :class:`CheckpointWarning`) and restore falls back to disk.
     Restoring from RAM reads no checkpoint file on disk (it only lists the directory).
+    ``accept`` refuses a loaded state as in :meth:`CheckpointStore.load_newest_valid`.
     """
     if memory_tier is not None and memory_tier.has_snapshot():
         listed = store.list()
@@ -454,6 +612,8 @@ def load_newest(
         if candidate is not None and (candidate.step < 0 or not listed or candidate.step >= listed[0].step):
             try:
                 found = memory_tier.load(device)
+                if found is not None and accept is not None:
+                    accept(*found)
             except Exception as e:  # damaged in any way
                 reason = str(e) or type(e).__name__
                 warnings.warn(f"skipping damaged RAM snapshot {candidate.path.name}: {reason}", CheckpointWarning, stacklevel=2)
@@ -462,4 +622,4 @@ def load_newest(
             else:
                 if found is not None:
                     return found
-    return store.load_newest_valid(on_invalid)
+    return store.load_newest_valid(on_invalid, accept)

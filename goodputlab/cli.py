@@ -1,8 +1,11 @@
 """The command line: ``goodputlab run``, ``goodputlab optimal``, ``goodputlab simulate``.
 
 Bad input exits with code 2 and one line naming the flag, the value and what is
-allowed. Exit codes of ``run``: 0 completed, 1 the worker crashed, 2 bad input,
-3 stopped by the failure budget, 130 interrupted (Ctrl-C).
+allowed (every case: ``docs/BAD_INPUT.md``). Exit codes of ``run``: 0 completed,
+1 the worker crashed (or the run could not write its files), 2 bad input,
+3 stopped by the failure budget, 128 + the signal when stopped by one: 130 Ctrl-C
+(SIGINT), 143 SIGTERM, 129 SIGHUP. All three stop a run the same way: no process
+left, the RAM tier removed, the summary written.
 """
 
 from __future__ import annotations
@@ -11,10 +14,12 @@ import argparse
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 
-from . import __version__, cli_theory
-from .errors import ConfigError
+from . import __version__, cli_efficiency, cli_report, cli_serving, cli_theory
+from .errors import ConfigError, RunFileError
+from .interrupts import RunInterrupted, StopSignals
 from .workload import PRESETS
 
 EXIT_OK, EXIT_CRASH, EXIT_USAGE, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -99,7 +104,19 @@ def _add_run(sub) -> None:
         "--device-prefetch", action="store_true", help="copy the next batch to the GPU while a step runs (CUDA only)"
     )
     g = r.add_argument_group("output")
-    g.add_argument("--out", type=Path, default=None, help="directory for results (default runs/<time>)")
+    g.add_argument(
+        "--out",
+        default=None,
+        help="folder for results (default runs/<time>): new, empty, or holding an earlier goodputlab run",
+    )
+    g.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="use an --out folder that holds other files, replacing goodputlab's own files there",
+    )
+    g.add_argument(
+        "--resume", action="store_true", help="continue the run in --out from its newest valid checkpoint"
+    )
     g.add_argument("--json", action="store_true", help="print summary.json instead of the table")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(func=_run)
@@ -132,6 +149,7 @@ def _run(args: argparse.Namespace) -> int:
         pin_memory=args.pin_memory,
         persistent_workers=args.persistent_workers,
         device_prefetch=args.device_prefetch,
+        overwrite=args.overwrite,
     )
     if config.device == "cuda":
         import torch
@@ -139,15 +157,42 @@ def _run(args: argparse.Namespace) -> int:
         if not torch.cuda.is_available():
             raise ConfigError("device", "cuda", "auto or cpu: torch sees no CUDA device here")
     from .api import run
+    from .checkpoint import CheckpointWarning
+    from .events import EventLogWarning
     from .report import breakdown_table
     from .supervisor import WorkerCrashed
 
-    out = args.out if args.out is not None else Path("runs") / time.strftime("run-%Y%m%d-%H%M%S")
+    if args.resume and args.out is None:
+        raise ConfigError("resume", "without --out", "--resume with --out naming the folder of the run to continue")
+    out = args.out if args.out is not None else str(Path("runs") / time.strftime("run-%Y%m%d-%H%M%S"))
     try:
-        result = run(config, out=out, progress=not args.quiet)
+        with warnings.catch_warnings():
+            # a skipped checkpoint is news the user must see, each time, as one line
+            warnings.simplefilter("always", CheckpointWarning)
+            warnings.simplefilter("always", EventLogWarning)
+            warnings.showwarning = _show_warning
+            result = run(config, out=out, progress=not args.quiet, resume=args.resume)
     except WorkerCrashed as e:
         print(f"goodputlab run: the training worker crashed (exit code {e.returncode}); log: {e.log}", file=sys.stderr)
-        print(e.tail, file=sys.stderr)
+        if e.disk_full:  # not a bug: say so plainly; the worker's traceback is in its log
+            last = e.tail.strip().splitlines()[-1] if e.tail.strip() else ""
+            print(f"goodputlab run: {last}", file=sys.stderr)
+            print(
+                f"goodputlab run: the disk that holds {out} is full; the checkpoints committed before are intact "
+                "(free some space, then continue with --resume)",
+                file=sys.stderr,
+            )
+        else:
+            print(e.tail, file=sys.stderr)
+        _print_notes(e)
+        return EXIT_CRASH
+    except RunInterrupted as e:
+        print(f"goodputlab run: interrupted ({e.signal_name}); no process left running; results in {out}/", file=sys.stderr)
+        _print_notes(e)
+        return e.exit_code
+    except (OSError, RunFileError) as e:  # the run's own files: a full disk, a damaged log
+        print(f"goodputlab run: error: {_one_line(e)}", file=sys.stderr)
+        _print_notes(e)
         return EXIT_CRASH
     summary = result.summary
     print(json.dumps(summary, indent=1) if args.json else breakdown_table(summary))
@@ -156,30 +201,75 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_OK if summary["completed"] else EXIT_INCOMPLETE
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings as one line each, above the progress bar (tqdm.write keeps the bar intact)."""
+    from tqdm import tqdm
+
+    tqdm.write(f"goodputlab run: warning: {message}", file=sys.stderr)
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.strerror}{f': {e.filename}' if e.filename else ''}"
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+def _print_notes(e: BaseException) -> None:
+    for note in getattr(e, "__notes__", ()):
+        print(note, file=sys.stderr)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="goodputlab", description="Measure, model and teach training goodput.")
     p.add_argument("--version", action="version", version=f"goodputlab {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_run(sub)
     cli_theory.register(sub)
+    cli_efficiency.register(sub)
+    cli_serving.register(sub)
+    cli_report.register(sub)
     return p
 
 
-def _flag(field: str) -> str:
-    return cli_theory.FLAGS.get(field, "--" + field.replace("_", "-"))
+def _as_typed(argv: list[str], flag: str, value: object) -> str:
+    """The value of ``flag`` as the user typed it (``" 0"``, not the parsed ``0.0``), with its leading
+    space; ``""`` for a switch; ``" (not given)"`` for a setting the flag never named."""
+    if isinstance(value, bool):
+        return ""
+    typed = None
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            typed = argv[i + 1]
+        elif arg.startswith(flag + "="):
+            typed = arg[len(flag) + 1 :]
+    if typed is not None:
+        return " " + (typed if typed != "" else "''")
+    return " (not given)" if value is None else f" {value!s}"
+
+
+def _flag(field: str, flags: dict[str, str] | None = None) -> str:
+    """The flag of a ConfigError's field: from the sub-command's own ``flags`` default when it sets one."""
+    return (flags if flags is not None else cli_theory.FLAGS).get(field, "--" + field.replace("_", "-"))
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv`` (``None``: this process's own, as the ``goodputlab`` program,
+    which then also ignores stop signals after the first one until it has exited)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        # SIGTERM and SIGHUP end a command as Ctrl-C does; a second signal waits for the cleanup
+        with StopSignals(linger=argv is None):
+            return args.func(args)
     except ConfigError as e:
-        print(f"goodputlab {args.command}: error: {_flag(e.field)} {e.value!s} is invalid; allowed: {e.allowed}", file=sys.stderr)
+        flag = _flag(e.field, getattr(args, "flags", None))
+        shown = _as_typed(sys.argv[1:] if argv is None else argv, flag, e.value)
+        print(f"goodputlab {args.command}: error: {flag}{shown} is invalid; allowed: {e.allowed}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print(f"goodputlab {args.command}: interrupted; no process left running", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as e:
+        name = f" ({e.signal_name})" if isinstance(e, RunInterrupted) else ""
+        print(f"goodputlab {args.command}: interrupted{name}; no process left running", file=sys.stderr)
+        return e.exit_code if isinstance(e, RunInterrupted) else EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

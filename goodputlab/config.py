@@ -19,6 +19,14 @@ DEVICES = ("auto", "cpu", "cuda")
 CHECKPOINT_STRATEGIES = ("sync", "async", "dcp", "memory")
 AUTO = "auto"  # ckpt_every="auto": the interval from Daly's formula, measured as the run goes (goodputlab.adaptive)
 
+# Limits checked before a run starts: beyond them the worker would crash (or the kernel would), not train.
+MAX_SEED = 2**64 - 1  # torch.manual_seed takes 64 bits
+MAX_THREADS = 256  # far past any gain; very large counts crash OpenMP's thread pool (a segfault, no log)
+MAX_WORKERS = 64  # DataLoader processes, each a fork of the training process
+MAX_PREFETCH = 256  # batches each worker loads ahead
+MAX_DELAY_S = 86_400.0  # a day; time.sleep overflows near 2**63 ns
+MAX_PER_BATCH_MS = 60_000.0  # a minute of emulated latency or transform per batch
+
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -82,6 +90,11 @@ class RunConfig:
     threads: int | None = None
     """Torch intra-op threads in the worker; ``None`` keeps PyTorch's default."""
 
+    overwrite: bool = False
+    """Use an output folder that holds files of something other than a goodputlab run, replacing
+    goodputlab's own files there (``ckpt/``, ``logs/``, ``config.json``, ``events.jsonl``,
+    ``summary.json``); without it such a folder is refused (:mod:`goodputlab.run_dir`)."""
+
     extra: dict[str, Any] = field(default_factory=dict)
     """Reserved for experiment-specific settings; recorded, not interpreted."""
 
@@ -89,11 +102,15 @@ class RunConfig:
         _int(self.steps, "steps", 1, "a whole number of steps >= 1")
         check(self.model in PRESETS, "model", self.model, f"one of {', '.join(PRESETS)}")
         if self.batch_size is not None:
-            _int(self.batch_size, "batch_size", 1, "a whole number >= 1")
+            n_samples = PRESETS[self.model].n_samples
+            allowed = f"a whole number between 1 and {n_samples} (the {self.model} data set's sequences)"
+            _int(self.batch_size, "batch_size", 1, allowed)
+            check(self.batch_size <= n_samples, "batch_size", self.batch_size, allowed)
         if self.lr is not None:
             _num(self.lr, "lr", "a learning rate > 0", lambda v: v > 0)
         check(self.device in DEVICES, "device", self.device, f"one of {', '.join(DEVICES)}")
-        _int(self.seed, "seed", 0, "a whole number >= 0")
+        _int(self.seed, "seed", 0, f"a whole number between 0 and 2**64-1 ({MAX_SEED})")
+        check(self.seed <= MAX_SEED, "seed", self.seed, f"a whole number between 0 and 2**64-1 ({MAX_SEED})")
 
         if self.ckpt_every != AUTO:
             _int(self.ckpt_every, "ckpt_every", 0, "a whole number of steps >= 0 (0: final save only) or auto")
@@ -113,21 +130,33 @@ class RunConfig:
         for s in self.kill_at_steps:
             _int(s, "kill_at_steps", 1, f"steps between 1 and steps-1 ({self.steps - 1})")
             check(s < self.steps, "kill_at_steps", s, f"steps between 1 and steps-1 ({self.steps - 1})")
-        _num(self.restart_delay, "restart_delay", "seconds >= 0", lambda v: v >= 0)
+        _num(self.restart_delay, "restart_delay", f"seconds between 0 and {MAX_DELAY_S:.0f}", lambda v: 0 <= v <= MAX_DELAY_S)
         _int(self.max_failures, "max_failures", 0, "a whole number >= 0")
 
-        _int(self.workers, "workers", 0, "a whole number >= 0")
+        _int(self.workers, "workers", 0, f"a whole number between 0 and {MAX_WORKERS}")
+        check(self.workers <= MAX_WORKERS, "workers", self.workers, f"a whole number between 0 and {MAX_WORKERS}")
         if self.prefetch is not None:
-            _int(self.prefetch, "prefetch", 1, "a whole number >= 1")
+            _int(self.prefetch, "prefetch", 1, f"a whole number between 1 and {MAX_PREFETCH}")
+            check(self.prefetch <= MAX_PREFETCH, "prefetch", self.prefetch, f"a whole number between 1 and {MAX_PREFETCH}")
             check(
                 self.workers > 0,
                 "prefetch",
                 self.prefetch,
                 "only with --workers >= 1 (with 0 workers batches load in the training process, nothing ahead)",
             )
-        _num(self.io_latency_ms, "io_latency_ms", "milliseconds >= 0", lambda v: v >= 0)
+        _num(
+            self.io_latency_ms,
+            "io_latency_ms",
+            f"milliseconds between 0 and {MAX_PER_BATCH_MS:.0f}",
+            lambda v: 0 <= v <= MAX_PER_BATCH_MS,
+        )
         _num(self.io_jitter, "io_jitter", "a coefficient of variation between 0 and 3", lambda v: 0 <= v <= 3)
-        _num(self.transform_ms, "transform_ms", "milliseconds >= 0", lambda v: v >= 0)
+        _num(
+            self.transform_ms,
+            "transform_ms",
+            f"milliseconds between 0 and {MAX_PER_BATCH_MS:.0f}",
+            lambda v: 0 <= v <= MAX_PER_BATCH_MS,
+        )
         check(isinstance(self.pin_memory, bool), "pin_memory", self.pin_memory, "true or false")
         check(
             isinstance(self.persistent_workers, bool),
@@ -143,7 +172,10 @@ class RunConfig:
         )
         check(isinstance(self.device_prefetch, bool), "device_prefetch", self.device_prefetch, "true or false")
         if self.threads is not None:
-            _int(self.threads, "threads", 1, "a whole number >= 1")
+            _int(self.threads, "threads", 1, f"a whole number between 1 and {MAX_THREADS}")
+            check(self.threads <= MAX_THREADS, "threads", self.threads, f"a whole number between 1 and {MAX_THREADS}")
+        check(isinstance(self.overwrite, bool), "overwrite", self.overwrite, "true or false")
+        check(isinstance(self.extra, dict), "extra", self.extra, "a dict of experiment-specific settings")
 
     # --- derived values -------------------------------------------------
     @property

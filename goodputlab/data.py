@@ -76,21 +76,43 @@ def data_file(directory: Path, preset: ModelPreset, seed: int) -> Path:
     """Generate (once) and return the token file for this preset and seed.
 
     Written to a temporary name and renamed, so a worker killed mid-write never
-    leaves a half file under the real name.
+    leaves a half file under the real name; a write that fails (a full disk) removes
+    its temporary file. An existing file is used only when it is a regular file (not
+    a link) holding a token array of the right shape; anything else is replaced.
     """
+    from .safe_io import create_new, remove_entry
+
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"tokens-{preset.name}-v{preset.vocab}-n{preset.n_samples}-c{preset.context}-s{seed}.npy"
-    if path.exists():
+    if _is_token_file(path, (preset.n_samples, preset.context + 1)):
         return path
     source = MarkovSource.make(seed, preset.vocab)
     tokens = source.sample(preset.n_samples, preset.context + 1, seed)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        np.save(f, tokens)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    remove_entry(tmp)  # left by an earlier process with this pid
+    try:
+        with os.fdopen(create_new(tmp), "wb") as f:
+            np.save(f, tokens)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # replaces a link planted at ``path``, never writes through it
+    except BaseException:
+        remove_entry(tmp)
+        raise
     return path
+
+
+def _is_token_file(path: Path, shape: tuple[int, int]) -> bool:
+    """A regular file (not a link) holding a uint8 array of ``shape``; reads only its header."""
+    import stat
+
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+        tokens = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError):
+        return False
+    return tokens.shape == shape and tokens.dtype == np.uint8
 
 
 def burn_cpu(seconds: float) -> None:

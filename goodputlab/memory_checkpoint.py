@@ -25,6 +25,15 @@ leaves ``current.json`` naming a complete, checksummed slot. Every
 ``disk_every``-th save (``--memory-disk-every``), and the final state of the
 run, is also written to the disk store from the slot, in the background.
 
+Ownership: the supervisor holds an exclusive ``flock`` on the tier's ``owner.lock``
+for as long as it lives. A new run sweeps away only tiers whose lock it can take:
+their owner is gone, however it died. Liveness is never judged by process id,
+which means nothing across PID namespaces (containers).
+
+Safety: every file of the tier is read only as a regular file of a sane size
+(never through a link), and the meta file passes the torch-archive allow-list
+(:mod:`goodputlab.safe_unpickle`) before ``torch.load(weights_only=True)``.
+
 Integrity: restore checks the meta file's sha256 and the data's CRC-32s (fast:
 several GB/s, and they detect accidental damage such as a stray write or a
 flipped bit; the disk tier's sha256 is the slower, stronger check). The checksums
@@ -39,6 +48,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import mmap
 import os
 import shutil
@@ -52,13 +62,19 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .background import BackgroundCheckpointer
-from .checkpoint import Checkpoint, CheckpointStore
+from .checkpoint import Checkpoint, CheckpointStore, default_max_file_bytes
+from .safe_io import UnsafeFileError, hold_new_lock, open_regular, read_regular, try_lock_existing, write_atomic
+from .safe_unpickle import safe_torch_load
 
 MEMORY_TIER_ENV = "GOODPUTLAB_MEMORY_TIER"
 _PREFIX = "goodputlab-mem-"
 _ALIGN = 64  # bytes; keeps every tensor's offset aligned for any dtype and for vectorised copies
 CRC_CHUNK_BYTES = 4 << 20  # the slot's bytes are checksummed in chunks of this size (see MemoryTier.load)
 CURRENT = "current.json"
+OWNER_LOCK = "owner.lock"  # flock-ed by the supervisor that owns the tier, for as long as it lives
+_CURRENT_MAX_BYTES = 64 << 10
+_META_MAX_BYTES = 256 << 20
+_owned_locks: dict[str, int] = {}  # tier path -> descriptor holding its owner lock (this process's tiers)
 
 
 # --- the directory's lifetime (owned by the supervisor) --------------------------------------
@@ -69,50 +85,54 @@ def memory_root() -> Path:
 
 
 def create_memory_tier_dir(root: Path | None = None) -> Path:
-    """A fresh, empty RAM-tier directory named after this process (the supervisor)."""
+    """A fresh, empty RAM-tier directory, owned (locked) by this process until :func:`remove_memory_tier_dir`.
+
+    Stale tiers (whose owner's lock is free) are swept first.
+    """
     root = root or memory_root()
     sweep_stale_memory_tiers(root)
     path = root / f"{_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
     path.mkdir(mode=0o700)
+    try:
+        _owned_locks[str(path)] = hold_new_lock(path, OWNER_LOCK)
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
     return path
 
 
 def remove_memory_tier_dir(path: Path | str) -> None:
-    """Delete a RAM tier and everything in it (its memory returns to the system)."""
+    """Delete a RAM tier and everything in it (its memory returns to the system), then drop its lock."""
     shutil.rmtree(path, ignore_errors=True)
+    fd = _owned_locks.pop(str(path), None)
+    if fd is not None:
+        os.close(fd)
 
 
 def sweep_stale_memory_tiers(root: Path | None = None) -> list[Path]:
-    """Remove RAM tiers whose supervisor process no longer exists (it was killed before cleaning up)."""
+    """Remove RAM tiers whose owner is gone: those whose ``owner.lock`` nobody holds.
+
+    A tier whose lock is held belongs to a live supervisor, whatever its process id
+    (another PID namespace may reuse it or hide it), and stays. A tier without a lock
+    file is left alone too: it is being created, or nothing proves its owner dead.
+    """
     root = root or memory_root()
     removed = []
     for p in root.glob(f"{_PREFIX}*"):
-        try:
-            pid = int(p.name[len(_PREFIX) :].split("-")[0])
-        except ValueError:
+        if str(p) in _owned_locks or p.is_symlink() or not p.is_dir():
             continue
-        if pid != os.getpid() and not _alive(pid):
-            remove_memory_tier_dir(p)
-            removed.append(p)
+        fd = try_lock_existing(p / OWNER_LOCK)
+        if fd is None:
+            continue
+        try:
+            shutil.rmtree(p, ignore_errors=True)  # while holding the dead owner's lock
+        finally:
+            os.close(fd)
+        removed.append(p)
     return removed
 
 
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` exists and is not a zombie (a killed supervisor nobody has reaped yet)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in ("Z", "X")
-
-
-def open_memory_tier(strategy: str) -> MemoryTier | None:
+def open_memory_tier(strategy: str, max_file_bytes: int | None = None) -> MemoryTier | None:
     """The supervisor's RAM tier for the ``memory`` strategy (from ``GOODPUTLAB_MEMORY_TIER``), else ``None``."""
     if strategy != "memory":
         return None
@@ -122,10 +142,44 @@ def open_memory_tier(strategy: str) -> MemoryTier | None:
             "--ckpt memory needs the RAM tier that the supervisor creates "
             f"({MEMORY_TIER_ENV} is not set; run through goodputlab.run or the CLI)"
         )
-    return MemoryTier(path)
+    return MemoryTier(path, max_file_bytes)
 
 
 # --- the two slots -----------------------------------------------------------------------------
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _check_meta(meta: Any, slot: int, max_bytes: int) -> int:
+    """Refuse a slot meta file that does not describe tensors inside its data file; returns the data's size."""
+    import torch
+
+    where = f"slot-{slot}.meta"
+    if not isinstance(meta, dict) or not {"step", "skeleton", "index", "data_bytes", "chunk_crc32"} <= set(meta):
+        raise ValueError(f"{where} holds no snapshot description")
+    nbytes = meta["data_bytes"]
+    if not _is_count(nbytes) or nbytes > max_bytes or not _is_count(meta["step"]):
+        raise ValueError(f"{where} gives a data size of {nbytes!r}")
+    crcs = meta["chunk_crc32"]
+    if not isinstance(crcs, list) or len(crcs) != (nbytes + CRC_CHUNK_BYTES - 1) // CRC_CHUNK_BYTES:
+        raise ValueError(f"{where} lists {len(crcs) if isinstance(crcs, list) else crcs!r} checksums for {nbytes} bytes")
+    if not isinstance(meta["index"], list):
+        raise ValueError(f"{where} has no tensor index")
+    for e in meta["index"]:
+        if not isinstance(e, dict) or not isinstance(e.get("name"), str) or not isinstance(e.get("dtype"), str):
+            raise ValueError(f"{where} has a malformed tensor entry")
+        dtype = getattr(torch, e["dtype"], None)
+        shape = e.get("shape")
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"unknown dtype {e['dtype']!r}")
+        if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
+            raise ValueError(f"{where} gives {e['name']} no valid shape")
+        off, size = e.get("offset"), e.get("nbytes")
+        if not (_is_count(off) and _is_count(size)) or size != math.prod(shape) * dtype.itemsize or off + size > nbytes:
+            raise ValueError(f"{where} places {e['name']} outside the data")
+    return nbytes
+
+
 def _aligned(n: int) -> int:
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
@@ -171,7 +225,7 @@ class _MappedSlot:
         import torch
 
         self.index, self.nbytes = index, nbytes
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         try:
             if os.fstat(fd).st_size != max(nbytes, 1):
                 os.ftruncate(fd, max(nbytes, 1))
@@ -206,31 +260,40 @@ class MemoryTier:
     call :meth:`load`. One writer at a time (the training worker).
     """
 
-    def __init__(self, root: Path | str):
+    def __init__(self, root: Path | str, max_file_bytes: int | None = None):
         self.root = Path(root)
-        if not self.root.is_dir():
+        if self.root.is_symlink() or not self.root.is_dir():
             raise FileNotFoundError(f"RAM tier {self.root} does not exist (the supervisor creates it)")
+        self.max_file_bytes = max_file_bytes if max_file_bytes is not None else default_max_file_bytes()
         self._slots: dict[int, _MappedSlot] = {}
 
     # --- reading --------------------------------------------------------------------------
     def current(self) -> dict[str, Any] | None:
-        """The parsed ``current.json`` (slot, step, ...) or ``None`` when no snapshot was published."""
+        """The parsed ``current.json`` (slot, step, ...) or ``None`` when no snapshot was published.
+
+        A damaged one reads as ``{"slot": None, "step": -1, "damaged": why}``.
+        """
         try:
-            return json.loads((self.root / CURRENT).read_text())
+            cur = json.loads(read_regular(self.root / CURRENT, _CURRENT_MAX_BYTES).decode("utf-8"))
         except FileNotFoundError:
             return None
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except UnsafeFileError as e:
+            return {"slot": None, "step": -1, "damaged": f"current.json refused: {e}"}
+        except (OSError, ValueError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             return {"slot": None, "step": -1, "damaged": "current.json unreadable"}
+        if not isinstance(cur, dict) or cur.get("slot") not in (0, 1) or not _is_count(cur.get("step")):
+            return {"slot": None, "step": -1, "damaged": "current.json names no slot and step"}
+        return cur
 
     def has_snapshot(self) -> bool:
-        return (self.root / CURRENT).exists()
+        return os.path.lexists(self.root / CURRENT)
 
     def checkpoint(self) -> Checkpoint | None:
         """The newest RAM snapshot as a :class:`Checkpoint` (``tier="memory"``), unverified."""
         cur = self.current()
         if cur is None:
             return None
-        return Checkpoint(int(cur.get("step", -1)), self.root / f"slot-{cur.get('slot')}", tier="memory")
+        return Checkpoint(cur["step"], self.root / f"slot-{cur['slot']}", tier="memory")
 
     def load(self, device=None) -> tuple[Checkpoint, dict[str, Any]] | None:
         """Verify and load the newest snapshot; ``None`` if there is none.
@@ -255,27 +318,31 @@ class MemoryTier:
         if slot not in (0, 1):
             raise ValueError(f"current.json names slot {slot!r}")
         try:
-            meta_bytes = (self.root / f"slot-{slot}.meta").read_bytes()
+            meta_bytes = read_regular(self.root / f"slot-{slot}.meta", min(_META_MAX_BYTES, self.max_file_bytes))
         except FileNotFoundError:
             raise ValueError(f"slot-{slot}.meta missing") from None
+        except UnsafeFileError as e:
+            raise ValueError(str(e)) from None
         if hashlib.sha256(meta_bytes).hexdigest() != cur.get("meta_sha256"):
             raise ValueError(f"slot-{slot}.meta sha256 mismatch")
-        meta = torch.load(io.BytesIO(meta_bytes), map_location="cpu", weights_only=True)
-        nbytes = int(meta["data_bytes"])
+        meta = safe_torch_load(meta_bytes, f"slot-{slot}.meta")
+        nbytes = _check_meta(meta, slot, self.max_file_bytes)
         data_path = self.root / f"slot-{slot}.data"
         try:
-            size = data_path.stat().st_size
+            fd, size = open_regular(data_path, self.max_file_bytes)
         except FileNotFoundError:
             raise ValueError(f"slot-{slot}.data missing") from None
-        if size < nbytes:
-            raise ValueError(f"slot-{slot}.data has {size} bytes, needs {nbytes}")
+        except UnsafeFileError as e:
+            raise ValueError(str(e)) from None
+        try:
+            if size < nbytes:
+                raise ValueError(f"slot-{slot}.data has {size} bytes, needs {nbytes}")
+            mm = mmap.mmap(fd, max(nbytes, 1), mmap.MAP_SHARED, mmap.PROT_READ)
+        finally:
+            os.close(fd)
         expected = meta["chunk_crc32"]
-        if len(expected) != (nbytes + CRC_CHUNK_BYTES - 1) // CRC_CHUNK_BYTES:
-            raise ValueError(f"slot-{slot}.meta lists {len(expected)} checksums for {nbytes} bytes")
         target = torch.device(device) if device is not None else torch.device("cpu")
         tensors = {}
-        with open(data_path, "rb") as f:
-            mm = mmap.mmap(f.fileno(), max(nbytes, 1), mmap.MAP_SHARED, mmap.PROT_READ)
         # Copy the tensors out (this thread) while a helper thread checksums the chunks already
         # copied, which are still in the CPU cache: verification overlaps the copy instead of
         # adding a second pass over the memory. Nothing is returned unless every chunk matches.
@@ -349,7 +416,8 @@ class MemoryTier:
         buf = io.BytesIO()
         torch.save(meta, buf)
         meta_bytes = buf.getvalue()
-        (self.root / f"slot-{slot}.meta").write_bytes(meta_bytes)
+        # tmpfs lives in RAM: atomic renames, nothing to fsync; never written through a planted link
+        write_atomic(self.root / f"slot-{slot}.meta", meta_bytes, fsync=False, mode=0o600)
         current = {
             "slot": slot,
             "step": step,
@@ -358,9 +426,7 @@ class MemoryTier:
             "published_unix": time.time(),
             **extra,
         }
-        tmp = self.root / f".{CURRENT}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(current))
-        os.replace(tmp, self.root / CURRENT)  # tmpfs lives in RAM: atomic rename, nothing to fsync
+        write_atomic(self.root / CURRENT, json.dumps(current).encode(), fsync=False, mode=0o600)
 
     def slot_bytes(self) -> int:
         """Bytes of RAM the slot files take (both slots)."""

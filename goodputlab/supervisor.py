@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -27,15 +28,16 @@ from typing import Callable
 import numpy as np
 
 from . import events as E
-from .checkpoint import CheckpointStore
+from .checkpoint import CheckpointStore, CheckpointWarning
 from .config import RunConfig
-from .errors import ConfigError
 from .events import EventTail, EventWriter, read_events
+from .interrupts import RunInterrupted, StopSignals
 from .ledger import summarize
 from .memory_checkpoint import MEMORY_TIER_ENV, create_memory_tier_dir, remove_memory_tier_dir
+from .run_dir import RunDir, claim_run_dir
+from .safe_io import create_new, write_atomic
 
 POLL_S = 0.02  # how often the supervisor looks at the worker and the event log
-_RUN_ARTIFACTS = ("ckpt", "logs", "events.jsonl", "summary.json", "config.json")
 
 
 class WorkerCrashed(RuntimeError):
@@ -46,6 +48,11 @@ class WorkerCrashed(RuntimeError):
         self.log = log
         self.tail = tail
         super().__init__(f"the training worker exited with code {returncode}; see {log}\n{tail}")
+
+    @property
+    def disk_full(self) -> bool:
+        """The worker died because the disk it writes to is full (``ENOSPC``)."""
+        return "No space left on device" in self.tail or "[Errno 28]" in self.tail
 
 
 @dataclass
@@ -68,32 +75,88 @@ def poisson_failure_rng(seed: int) -> np.random.Generator:
     return np.random.default_rng([seed, 0xFA11])
 
 
-def check_writable(out: Path) -> None:
-    """Create ``out`` if needed; raise :class:`ConfigError` unless files can be written in it."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".write-test"
-        probe.write_text("ok")
-        probe.unlink()
-    except OSError as e:
-        raise ConfigError("out", str(out), f"a directory that can be created and written ({e.strerror})") from None
+class WorkerLog:
+    """A worker's stdout and stderr, through a pipe: appended to its log file, the tail kept in memory.
 
-
-def prepare_out_dir(out: Path, keep_checkpoints: bool = False) -> None:
-    """Create ``out`` (or clear the results of an earlier run in it) and check it is writable.
-
-    The generated data in ``out/data`` is kept: it is a pure function of the seed.
-    With ``keep_checkpoints`` the checkpoints stay too, so the run resumes from them.
+    When the disk is full the log file cannot grow, and a crash would leave the user
+    an empty log and no reason: the bytes the disk refuses are kept (the newest
+    :data:`KEEP_BYTES`) and written by :meth:`close`, after the run has freed its
+    reserved space; :meth:`tail_text` always has the end of the output.
     """
-    check_writable(out)
-    for name in _RUN_ARTIFACTS:
-        if keep_checkpoints and name == "ckpt":
-            continue
-        p = out / name
-        if p.is_dir():
-            shutil.rmtree(p)
-        elif p.exists():
-            p.unlink()
+
+    KEEP_BYTES = 64 << 10
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fd = create_new(path)  # never through a planted link
+        self._read, self.write_fd = os.pipe()
+        self._tail = bytearray()
+        self._unwritten = bytearray()
+        self._dropped = 0
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._pump, name="goodputlab-worker-log", daemon=True)
+
+    def start(self) -> None:
+        """Call once the worker holds the pipe's write end: closes ours and starts pumping."""
+        os.close(self.write_fd)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        try:
+            while chunk := os.read(self._read, 1 << 16):
+                self._keep(chunk)
+        finally:
+            os.close(self._read)
+
+    def _keep(self, chunk: bytes) -> None:
+        with self._lock:
+            self._tail += chunk
+            del self._tail[: -self.KEEP_BYTES]
+            if not self._unwritten:
+                view = memoryview(chunk)
+                try:
+                    while view:
+                        n = os.write(self._fd, view)
+                        if n <= 0:
+                            break
+                        view = view[n:]
+                except OSError:
+                    pass
+                chunk = bytes(view)
+            self._unwritten += chunk
+            if len(self._unwritten) > self.KEEP_BYTES:
+                self._dropped += len(self._unwritten) - self.KEEP_BYTES
+                del self._unwritten[: -self.KEEP_BYTES]
+
+    def drain(self, timeout: float = 5.0) -> None:
+        """Wait for the worker's output to end (its process is gone); close the file unless the
+        disk refused some of it, which :meth:`close` writes later."""
+        self._thread.join(timeout)
+        with self._lock:
+            pending = bool(self._unwritten)
+        if not pending:
+            self.close(timeout=0)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Wait for the worker's output to end, write what the disk refused before, close the file."""
+        self._thread.join(timeout)
+        with self._lock:
+            if self._fd < 0:
+                return
+            if self._unwritten:
+                note = f"\n[goodputlab: {self._dropped} bytes of output lost: the disk was full]\n".encode() if self._dropped else b""
+                try:
+                    os.write(self._fd, note + bytes(self._unwritten))
+                    self._unwritten.clear()
+                except OSError:
+                    pass
+            os.close(self._fd)
+            self._fd = -1
+
+    def tail_text(self, lines: int = 15) -> str:
+        with self._lock:
+            text = self._tail.decode(errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
 
 
 def run_supervised(
@@ -108,27 +171,44 @@ def run_supervised(
     Writes ``out/config.json``, ``out/events.jsonl``, ``out/summary.json``,
     ``out/ckpt/`` and one log per attempt in ``out/logs/``. With ``resume`` the
     checkpoints already in ``out/ckpt`` are kept and the first worker resumes
-    from the newest valid one; otherwise ``out`` starts clean.
+    from the newest valid one; otherwise ``out`` starts clean. Which folders may
+    be used, and the lock that keeps two runs out of one folder: :mod:`goodputlab.run_dir`
+    (a refused folder raises :class:`~goodputlab.errors.ConfigError` before anything starts).
+
+    Ctrl-C, SIGTERM and SIGHUP stop the run the same way: the worker is killed, the
+    RAM tier removed, the summary written, then :class:`~goodputlab.interrupts.RunInterrupted`
+    is raised; further signals during that cleanup are ignored. A damaged checkpoint
+    that a restore skips is reported as a :class:`~goodputlab.checkpoint.CheckpointWarning`.
     """
-    out = Path(out).resolve()
-    prepare_out_dir(out, keep_checkpoints=resume)
+    with StopSignals():
+        run_dir = claim_run_dir(out, overwrite=config.overwrite, resume=resume)
+        try:
+            return _supervise(config, run_dir, progress, resume, python)
+        finally:
+            run_dir.release()
+
+
+def _supervise(
+    config: RunConfig, run_dir: RunDir, progress: ProgressCallback | None, resume: bool, python: str
+) -> dict:
+    out = run_dir.path
+    run_dir.prepare(keep_checkpoints=resume)
+    run_dir.reserve()  # space for the summary if the disk fills up
     (out / "logs").mkdir()
-    (out / "config.json").write_text(json.dumps(config.to_dict(), indent=1, sort_keys=True))
+    write_atomic(out / "config.json", json.dumps(config.to_dict(), indent=1, sort_keys=True).encode())
 
     t0 = time.monotonic()
     events_path = out / "events.jsonl"
-    ev = EventWriter(events_path, t0, attempt=0)
-    ev.emit(E.SUP_START)
     tail = EventTail(events_path)
+    ev = EventWriter(events_path, t0, attempt=0, create=True, heal_tail=True, on_truncate=tail.truncated)
     failure_rng = poisson_failure_rng(config.seed)
     pending_kills = sorted(config.kill_at_steps)
     attempt, failures = 0, 0
     completed, reason = False, ""
     proc: subprocess.Popen | None = None
+    logs: list[WorkerLog] = []
+    memory_tier: Path | None = None
     state = Progress(0, config.steps, 0, 0, "startup")
-    # --ckpt memory: the RAM tier outlives each worker, so the supervisor owns it and removes it at the end
-    memory_tier = create_memory_tier_dir() if config.ckpt == "memory" else None
-    worker_env = {MEMORY_TIER_ENV: str(memory_tier)} if memory_tier is not None else {}
 
     def tell(**changes) -> None:
         for k, v in changes.items():
@@ -136,11 +216,33 @@ def run_supervised(
         if progress is not None:
             progress(state)
 
+    def handle(new_events: list[dict]) -> str | None:
+        """Follow the live worker's events; returns a failure cause when a deterministic kill is due."""
+        cause = None
+        for e in new_events:
+            if e["attempt"] != attempt:
+                continue
+            if e["kind"] == E.W_STEP_END:
+                done = e["step"] + 1
+                if pending_kills and done >= pending_kills[0] and cause is None:
+                    cause = f"kill_at_step {pending_kills.pop(0)}"
+                tell(steps_done=done, phase="training")
+            elif e["kind"] == E.M_RESTORED:
+                tell(steps_done=e["ckpt_step"], phase="restored")
+            elif e["kind"] == E.M_CKPT_INVALID:
+                warnings.warn(_invalid_message(e), CheckpointWarning, stacklevel=4)
+        return cause
+
     try:
+        ev.emit(E.SUP_START)
+        # --ckpt memory: the RAM tier outlives each worker, so the supervisor owns it and removes it at the end
+        memory_tier = create_memory_tier_dir() if config.ckpt == "memory" else None
+        worker_env = {MEMORY_TIER_ENV: str(memory_tier)} if memory_tier is not None else {}
         while True:
             ev.attempt = attempt
             ev.emit(E.SUP_SPAWN)
-            log = out / "logs" / f"attempt-{attempt:03d}.log"
+            log = WorkerLog(out / "logs" / f"attempt-{attempt:03d}.log")
+            logs.append(log)
             proc = _launch(python, out, attempt, t0, log, worker_env)
             ttf = failure_rng.exponential(config.mtbf) if config.mtbf > 0 else float("inf")
             deadline = time.monotonic() + ttf
@@ -153,27 +255,21 @@ def run_supervised(
                     break
                 except subprocess.TimeoutExpired:
                     pass
-                for e in tail.poll():
-                    if e["attempt"] != attempt:
-                        continue
-                    if e["kind"] == E.W_STEP_END:
-                        done = e["step"] + 1
-                        if pending_kills and done >= pending_kills[0]:
-                            cause = f"kill_at_step {pending_kills.pop(0)}"
-                        tell(steps_done=done, phase="training")
-                    elif e["kind"] == E.M_RESTORED:
-                        tell(steps_done=e["ckpt_step"], phase="restored")
+                cause = handle(tail.poll())
                 if cause is None and time.monotonic() >= deadline:
                     cause = "poisson"
 
-            if cause is None:  # the worker exited by itself
+            if cause is None:  # the worker exited by itself (its DataLoader workers die with it: PDEATHSIG)
+                log.drain()
+                handle(tail.poll())  # what it wrote last (a skipped checkpoint, say)
                 if proc.returncode == 0:
                     completed, reason = True, "completed"
                     break
-                raise WorkerCrashed(proc.returncode, log, _tail_text(log))
+                raise WorkerCrashed(proc.returncode, log.path, log.tail_text())
 
             ev.emit(E.SUP_FAILURE, cause=cause)
             _kill_group(proc)
+            log.drain()
             failures += 1
             tell(failures=failures, phase="failed")
             if failures > config.max_failures:
@@ -185,21 +281,38 @@ def run_supervised(
                 ev.emit(E.SUP_RESTART_DELAY)
                 time.sleep(config.restart_delay)
             attempt += 1
-    except BaseException as exc:  # Ctrl-C, a crash: leave no process behind, keep a summary
+    except BaseException as exc:  # Ctrl-C, SIGTERM, a crash, a full disk: no process left, keep a summary
         if proc is not None and proc.poll() is None:
             _kill_group(proc)
-        reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"error: {type(exc).__name__}"
-        _finish(ev, out, config, completed=False, reason=reason)
+        if isinstance(exc, RunInterrupted):
+            reason = "interrupted" if exc.signum == signal.SIGINT else f"interrupted by {exc.signal_name}"
+        elif isinstance(exc, KeyboardInterrupt):
+            reason = "interrupted"
+        else:
+            reason = f"error: {type(exc).__name__}"
+        try:
+            _finish(ev, run_dir, config, completed=False, reason=reason, logs=logs)
+        except Exception as e:  # never hide why the run stopped behind why its summary could not be written
+            exc.add_note(f"goodputlab: the run's summary could not be written: {e}")
+            ev.close()
         raise
     finally:
         if memory_tier is not None:
             remove_memory_tier_dir(memory_tier)
-    summary = _finish(ev, out, config, completed=completed, reason=reason)
+    summary = _finish(ev, run_dir, config, completed=completed, reason=reason, logs=logs)
     tell(steps_done=summary["steps_completed"], phase="done" if completed else "stopped")
     return summary
 
 
-def _launch(python: str, out: Path, attempt: int, t0: float, log: Path, extra_env: dict | None = None) -> subprocess.Popen:
+def _invalid_message(e: dict) -> str:
+    where = "RAM snapshot" if e.get("tier") == "memory" else "checkpoint"
+    return (
+        f"skipped damaged {where} of step {e['ckpt_step']} (attempt {e['attempt']}): {e.get('reason', '?')}; "
+        "restore falls back to an older one"
+    )
+
+
+def _launch(python: str, out: Path, attempt: int, t0: float, log: WorkerLog, extra_env: dict | None = None) -> subprocess.Popen:
     env = dict(os.environ)
     env.update(extra_env or {})
     package_root = str(Path(__file__).resolve().parent.parent)
@@ -219,33 +332,42 @@ def _launch(python: str, out: Path, attempt: int, t0: float, log: Path, extra_en
         "--parent",
         str(os.getpid()),
     ]
-    with open(log, "wb") as f:
+    try:
         # its own session, so one killpg takes the worker and its DataLoader workers
-        return subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdout=log.write_fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+        )
+    finally:
+        log.start()
+    return proc
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
 
 
-def _tail_text(log: Path, lines: int = 15) -> str:
-    try:
-        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
-
-
-def _finish(ev: EventWriter, out: Path, config: RunConfig, completed: bool, reason: str) -> dict:
+def _finish(ev: EventWriter, run_dir: RunDir, config: RunConfig, completed: bool, reason: str, logs: list[WorkerLog]) -> dict:
+    """End the run's files (the worker is gone): free the reserved space, record the end, write the summary."""
+    out = run_dir.path
+    run_dir.release_reserve()  # on a full disk, this is the space the rest needs
     ev.emit(E.SUP_TEARDOWN)
-    resume_step = config.steps if completed else CheckpointStore(out / "ckpt", config.keep).newest_valid_step()
+    for log in logs:
+        log.close()  # writes what a full disk refused earlier
+    run_dir.remove_temporaries()  # a save cut short by the end of the run
+    resume_step = config.steps if completed else _newest_valid_step(out, config)
     ev.emit(E.SUP_END, completed=completed, reason=reason, resume_step=resume_step)
     ev.close()
     summary = summarize(read_events(out / "events.jsonl"), config.to_dict())
-    tmp = out / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=1))
-    os.replace(tmp, out / "summary.json")
+    write_atomic(out / "summary.json", json.dumps(summary, indent=1).encode())
     return summary
+
+
+def _newest_valid_step(out: Path, config: RunConfig) -> int:
+    try:
+        return CheckpointStore(out / "ckpt", config.keep).newest_valid_step()
+    except (ValueError, OSError):  # no usable checkpoint folder at all
+        return 0

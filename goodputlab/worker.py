@@ -20,6 +20,7 @@ from pathlib import Path
 from . import events as E
 from .config import RunConfig
 from .events import EventWriter
+from .safe_io import read_regular
 
 
 class WarmupCosine:
@@ -119,7 +120,14 @@ def train(config: RunConfig, run_dir: Path, events) -> dict:
     import torch
 
     from .adaptive import AutoInterval
-    from .checkpoint import CheckpointStore, apply_state, capture_state, load_newest, make_checkpointer
+    from .checkpoint import (
+        CheckpointStore,
+        apply_state,
+        capture_state,
+        check_training_state,
+        load_newest,
+        make_checkpointer,
+    )
     from .config import AUTO
     from .data import SlowStorageDataset, StepSampler, data_file, make_loader
     from .memory_checkpoint import open_memory_tier
@@ -141,8 +149,10 @@ def train(config: RunConfig, run_dir: Path, events) -> dict:
         io_jitter=config.io_jitter,
         transform_s=config.transform_ms / 1000,
     )
-    store = CheckpointStore(run_dir / "ckpt", keep=config.keep)
-    memory_tier = open_memory_tier(config.ckpt)  # the supervisor's RAM tier for --ckpt memory, else None
+    # A file far larger than this model's state is damage (or an attack), not something to read.
+    max_file_bytes = 4 * preset.state_bytes + (256 << 20)
+    store = CheckpointStore(run_dir / "ckpt", keep=config.keep, max_file_bytes=max_file_bytes)
+    memory_tier = open_memory_tier(config.ckpt, max_file_bytes)  # the supervisor's RAM tier for --ckpt memory
     events.emit(
         E.M_WORKER_INFO,
         device=str(device),
@@ -161,6 +171,8 @@ def train(config: RunConfig, run_dir: Path, events) -> dict:
             memory_tier,
             on_invalid=lambda c, why: events.emit(E.M_CKPT_INVALID, ckpt_step=c.step, tier=c.tier, reason=why),
             device=device,
+            # a state that verified but is not this model's is skipped like a damaged one
+            accept=lambda c, state: check_training_state(state, c.step, model, optimizer),
         )
         if found is not None:
             ckpt, state = found
@@ -263,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     events = EventWriter(args.run_dir / "events.jsonl", args.t0, args.attempt)
     events.emit(E.W_INIT)
     _die_with_parent(args.parent)
-    config = RunConfig.from_dict(json.loads((args.run_dir / "config.json").read_text()))
+    config = RunConfig.from_dict(json.loads(read_regular(args.run_dir / "config.json", 1 << 20)))
     train(config, args.run_dir, events)
     events.close()
     # Results are on disk and the DataLoader workers are gone; skip the interpreter's

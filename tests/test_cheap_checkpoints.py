@@ -332,7 +332,7 @@ def test_memory_writes_every_kth_save_to_disk(tmp_path, ram_dir):
     assert [c.step for c in store.list()] == [7, 6, 3]
     assert [t for _, t in seen] == ["memory", "memory", "memory+disk", "memory", "memory", "memory+disk", "memory", "disk"]
     slots = sorted(p.name for p in Path(ram_dir).iterdir())
-    assert slots == ["current.json", "slot-0.data", "slot-0.meta", "slot-1.data", "slot-1.meta"]
+    assert slots == ["current.json", "owner.lock", "slot-0.data", "slot-0.meta", "slot-1.data", "slot-1.meta"]
 
 
 def _damage_ram(ram_dir: Path, how: str) -> None:
@@ -430,27 +430,44 @@ def test_memory_saves_leak_nothing(tmp_path, ram_dir):
     assert loaded["w"][1][0] == 100
 
 
-def test_stale_ram_tiers_of_dead_supervisors_are_swept(tmp_path):
-    p = mp.get_context("fork").Process(target=lambda: None)
-    p.start()
-    p.join()  # a pid that no longer exists
-    zombie = subprocess.Popen(["true"])  # exits, but stays a zombie until waited for: dead all the same
-    deadline = time.monotonic() + 10
-    while Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    stale = [tmp_path / f"goodputlab-mem-{pid}-deadbeef" for pid in (p.pid, zombie.pid)]
-    for d in stale:
-        d.mkdir()
-        (d / "slot-0.data").write_bytes(b"x" * 100)
-    alive = tmp_path / f"goodputlab-mem-{os.getppid()}-cafe0000"  # a live supervisor's tier stays
-    alive.mkdir()
-    mine = create_memory_tier_dir(tmp_path)  # sweeps first
-    zombie.wait()
-    assert not any(d.exists() for d in stale) and mine.exists() and alive.exists()
-    assert sweep_stale_memory_tiers(tmp_path) == []
-    remove_memory_tier_dir(mine)
-    remove_memory_tier_dir(alive)
+def _tier_owned_by_child(root, name):
+    """A RAM tier whose owner lock is held by a child process (as a supervisor holds it); returns (dir, child)."""
+    d = root / name
+    d.mkdir()
+    (d / "slot-0.data").write_bytes(b"x" * 100)
+    code = (
+        "import sys, time; from goodputlab.safe_io import hold_new_lock; "
+        "hold_new_lock(sys.argv[1], 'owner.lock'); print('locked', flush=True); time.sleep(60)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code, str(d)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "locked"
+    return d, child
+
+
+def test_stale_ram_tiers_are_swept_by_their_free_lock_never_by_pid(tmp_path):
+    """Liveness is the owner's flock, not its pid: a pid means nothing across PID namespaces."""
+    dead_dir, dead = _tier_owned_by_child(tmp_path, "goodputlab-mem-1-deadbeef")
+    dead.kill()  # SIGKILL: no cleanup ran, the kernel dropped the lock
+    dead.wait()
+    # a live owner whose tier is named after a pid that does not exist here (another PID namespace)
+    gone = mp.get_context("fork").Process(target=lambda: None)
+    gone.start()
+    gone.join()
+    live_dir, live = _tier_owned_by_child(tmp_path, f"goodputlab-mem-{gone.pid}-cafe0000")
+    creating = tmp_path / "goodputlab-mem-2-0000beef"  # no lock file yet: being created, left alone
+    creating.mkdir()
+    try:
+        mine = create_memory_tier_dir(tmp_path)  # sweeps first
+        assert not dead_dir.exists()
+        assert live_dir.exists() and (live_dir / "slot-0.data").exists() and creating.exists() and mine.exists()
+        assert sweep_stale_memory_tiers(tmp_path) == []  # this process's own tier is held too
+        remove_memory_tier_dir(mine)
+        assert not mine.exists()
+    finally:
+        live.kill()
+        live.wait()
+    assert sweep_stale_memory_tiers(tmp_path) == [live_dir]  # its owner is gone now
+    creating.rmdir()
     assert list(tmp_path.iterdir()) == []
 
 

@@ -57,6 +57,11 @@ def test_run_prints_a_breakdown_and_writes_the_files(cli, cli_env, tmp_path):
     assert summary["failures"] == 1 and summary["completed"]
     assert (out / "events.jsonl").stat().st_size > 0
     assert "training" in r.stderr  # the progress bar
+    # goodputlab report reads the lab run's directory back: the same table, the same summary
+    rep = run_cli(cli, cli_env, "report", str(out), timeout=60)
+    assert rep.returncode == 0 and rep.stdout.splitlines()[:12] == r.stdout.splitlines()[:12]
+    rep = run_cli(cli, cli_env, "report", str(out), "--json", timeout=60)
+    assert rep.returncode == 0 and json.loads(rep.stdout) == summary
 
 
 def test_json_output(cli, cli_env, tmp_path):

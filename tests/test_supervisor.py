@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from goodputlab import categories as C
-from goodputlab.checkpoint import CheckpointStore
+from goodputlab.checkpoint import CheckpointStore, CheckpointWarning
 from goodputlab.config import RunConfig
 from goodputlab.events import read_events
 from goodputlab.ledger import surviving_samples
@@ -122,7 +122,12 @@ def test_damaged_newest_checkpoint_is_skipped_on_restart(tmp_path, clean_run):
         data[-50] ^= 0xFF
         f.write_bytes(bytes(data))
     # second leg resumes the same directory to step 90
-    summary = run_supervised(RunConfig(**settings), out, resume=True)
+    with pytest.warns(CheckpointWarning) as caught:  # what the CLI prints, one line per skipped checkpoint
+        summary = run_supervised(RunConfig(**settings), out, resume=True)
+    assert [str(w.message).split(" (")[0] for w in caught] == [
+        "skipped damaged checkpoint of step 60",
+        "skipped damaged checkpoint of step 40",
+    ]
     events = read_events(out / "events.jsonl")
     invalid = [e["ckpt_step"] for e in events if e["kind"] == "ckpt_invalid"]
     restored = [e["ckpt_step"] for e in events if e["kind"] == "restored"]
