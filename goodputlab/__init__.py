@@ -47,15 +47,15 @@ __version__ = "0.1.0"
 #: public name -> (module, attribute); attribute None: the module itself
 _API: dict[str, tuple[str, str | None]] = {
     # running and reading runs
-    "run": (".api", "run"),
-    "load_run": (".api", "load_run"),
-    "RunConfig": (".config", "RunConfig"),
-    "RunResult": (".api", "RunResult"),
+    "run": (".engine.api", "run"),
+    "load_run": (".engine.api", "load_run"),
+    "RunConfig": (".engine.config", "RunConfig"),
+    "RunResult": (".engine.api", "RunResult"),
     "CATEGORIES": (".categories", "CATEGORIES"),
-    "PHASES": (".events", "PHASES"),
+    "PHASES": (".engine.events", "PHASES"),
     "ConfigError": (".errors", "ConfigError"),
     "measure_timings": (".experiments.interval_sweep", "measure_timings"),
-    "Recorder": (".recorder", "Recorder"),
+    "Recorder": (".engine.recorder", "Recorder"),
     # the theory
     "young_interval": (".theory", "young_interval"),
     "daly_interval": (".theory", "daly_interval"),

@@ -225,7 +225,7 @@ def test_config_sorts_and_knows_its_base():
 def test_the_pure_module_imports_no_torch():
     import subprocess
 
-    code = "import goodputlab.efficiency, goodputlab.efficiency.analysis, goodputlab.cli_efficiency, sys; print('torch' in sys.modules)"
+    code = "import goodputlab.efficiency, goodputlab.efficiency.analysis, goodputlab.cli.efficiency, sys; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from goodputlab import cli
-from goodputlab.cli_efficiency import FLAGS
+from goodputlab.cli.efficiency import FLAGS
 from goodputlab.efficiency.analysis import SweepConfig, SweepResult, report
 
 from efficiency_helpers import TINY, tiny_sweep  # noqa: F401  (a session fixture)

@@ -6,8 +6,8 @@ import subprocess
 import pytest
 
 from goodputlab import categories as C
-from goodputlab.api import run
-from goodputlab.config import RunConfig
+from goodputlab.engine.api import run
+from goodputlab.engine.config import RunConfig
 from goodputlab.experiments.data_stall import (
     anatomy_configs,
     busy_times_s,

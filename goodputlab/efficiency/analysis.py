@@ -34,7 +34,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..errors import ConfigError, check
-from ..workload import PRESETS, MarkovSource, uniform_loss
+from ..training.workload import PRESETS, MarkovSource, uniform_loss
 
 #: Learning-rate rules: how the base learning rate (tuned at the smallest batch size) grows with the batch.
 LR_RULES = ("linear", "sqrt", "adascale")
@@ -303,7 +303,7 @@ class SweepConfig:
     max_steps: int = 1500
     """Step budget of each batch size; one that has not reached the target by then is reported as missed."""
     model: str = "tiny"
-    """Model size preset, one of :data:`goodputlab.workload.PRESETS` (dropout is switched off)."""
+    """Model size preset, one of :data:`goodputlab.training.workload.PRESETS` (dropout is switched off)."""
     seed: int = 0
     """Seeds the model's initialisation, the data and its order."""
     threads: int = 1

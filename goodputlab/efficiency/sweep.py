@@ -30,9 +30,9 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from ..data import StepSampler
-from ..model import GPT
-from ..workload import PRESETS, MarkovSource
+from ..pipeline.loader import StepSampler
+from ..training.model import GPT
+from ..training.workload import PRESETS, MarkovSource
 from .analysis import NoiseScaleTracker, SweepConfig, SweepResult, Throughput, Trajectory
 
 _EVAL_SEED_OFFSET = 1_000_003  # the held-out set comes from another stream of the same source

@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Callable
 
-from .checkpoint import CheckpointStore
+from .store import CheckpointStore
 
 
 class BackgroundWriter:

@@ -4,13 +4,13 @@ The main CLI calls :func:`register` with its sub-parsers; each sub-command sets
 ``func`` to a handler that takes the parsed arguments and returns an exit code.
 Bad input raises :class:`~goodputlab.errors.ConfigError`, uncaught here: the
 main CLI prints it as one line and exits with 2. :data:`FLAGS` maps the
-``field`` of such an error to the flag the user typed, and the error's value is
-the text as the user typed it (quoted when it could not be read at all).
+``field`` of such an error to the flag the user typed; the main CLI echoes the
+value as the user typed it (quoted when it could not be read at all).
 
 Every flag is read as text and converted here, not by argparse, so a value that
 is not a number gets the same one-line message as one out of range.
 
-Run standalone for testing: ``python -m goodputlab.cli_theory optimal --save-s 60 --mtbf-s 10000``.
+Run standalone for testing: ``python -m goodputlab.cli.theory optimal --save-s 60 --mtbf-s 10000``.
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from goodputlab import theory
-from goodputlab.categories import CATEGORIES
-from goodputlab.errors import ConfigError
-from goodputlab.theory import SimConfig, simulate
+from .. import theory
+from ..categories import CATEGORIES
+from ..errors import ConfigError
+from ..theory import SimConfig, simulate
+from .common import UnreadableValue
 
 #: ConfigError.field -> command-line flag. Fields in seconds on the command
 #: line share the flag's name; the flags given in other units (hours, days,
@@ -96,26 +97,17 @@ def _add(parser: argparse.ArgumentParser, flag: str, metavar: str, help: str, **
 
 
 def _value(args: argparse.Namespace, field: str, reader: _Reader) -> Any:
-    """The value of ``field`` read from its text; a ConfigError echoing the text (quoted) if it is not one."""
+    """The value of ``field`` read from its text (``None`` stays ``None``); an error quoting the text if it is not one."""
     text = getattr(args, field)
     if text is None:
         return None
     try:
         value = reader.kind(text)
     except ValueError:
-        raise ConfigError(field, repr(text), reader.allowed) from None
+        raise UnreadableValue(field, text, reader.allowed) from None
     if isinstance(value, float) and math.isnan(value):
         raise ConfigError(field, text, reader.allowed)
     return value
-
-
-def _as_typed(args: argparse.Namespace, error: ConfigError) -> ConfigError:
-    """``error`` with its value replaced by the text the user typed for that field's flag."""
-    flag = FLAGS.get(error.field)
-    field = next((f for f, fl in FLAGS.items() if fl == flag and isinstance(getattr(args, f, None), str)), None)
-    if field is None:
-        return error
-    return ConfigError(error.field, getattr(args, field), error.allowed)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -171,10 +163,7 @@ def run_optimal(args: argparse.Namespace) -> int:
     save = _value(args, "save_s", _SECONDS)
     mtbf = _value(args, "mtbf_s", _POSITIVE_SECONDS)
     restart = _value(args, "restart_s", _SECONDS)
-    try:
-        optima = _optima(save, restart, mtbf)
-    except ConfigError as e:
-        raise _as_typed(args, e) from None
+    optima = _optima(save, restart, mtbf)
     if args.json:
         inputs = {"save_s": save, "mtbf_s": mtbf, "restart_s": restart}
         print(json.dumps({"inputs": inputs, "optima": optima}, indent=2))
@@ -259,10 +248,7 @@ def _sim_config(args: argparse.Namespace) -> SimConfig:
     }
     for field in ("save_s", "save_blocking_s", "restore_s", "restart_s", "startup_s", "spare_restart_s"):
         values[field] = _value(args, field, _SECONDS)
-    try:
-        return SimConfig(**values)
-    except ConfigError as e:
-        raise _as_typed(args, e) from None
+    return SimConfig(**values)
 
 
 def _secs(seconds: float) -> str:

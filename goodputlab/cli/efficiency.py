@@ -5,15 +5,12 @@ The main CLI calls :func:`register` with its sub-parsers. Bad input raises
 exits with 2; :data:`FLAGS` maps the error's ``field`` to the flag the user typed
 (each field of :class:`~goodputlab.efficiency.analysis.SweepConfig` is named after its
 flag, so the main CLI's default mapping gives the same flag; a test checks both agree).
-
-Run standalone: ``python -m goodputlab.cli_efficiency batch-sweep --batch-sizes 8,32,128``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from goodputlab.efficiency.analysis import (
@@ -24,7 +21,7 @@ from goodputlab.efficiency.analysis import (
     parse_batch_sizes,
     report,
 )
-from goodputlab.workload import PRESETS
+from goodputlab.training.workload import PRESETS
 
 #: ConfigError.field -> command-line flag.
 FLAGS: dict[str, str] = {
@@ -157,14 +154,3 @@ def run_batch_sweep(args: argparse.Namespace) -> int:
         if args.out is not None:
             print(f"\nevery measurement in {args.out}")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Standalone entry point (the same handling as ``goodputlab``'s)."""
-    from goodputlab.cli import main as cli_main
-
-    return cli_main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -19,7 +19,7 @@ all processes on one machine share.
 Most kinds are *phases*: from the event's time until the next phase event the
 process is doing that (waiting for data, computing step 7, saving...). The rest
 are *markers* (a checkpoint committed, the run finished) that carry facts and
-change no phase. The ledger (``goodputlab.ledger``) turns phases into seconds.
+change no phase. The ledger (``goodputlab.engine.ledger``) turns phases into seconds.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import RunFileError
+from ..errors import RunFileError
 
 # Phases written by the supervisor.
 SUP_START = "start"  # the run begins: setting up directories and config
@@ -339,7 +339,7 @@ def read_events(path: Path | str) -> list[dict]:
     middle of writing it) is skipped with an :class:`EventLogWarning`.
     The file must be a regular file (a link is refused).
     """
-    from .safe_io import UnsafeFileError, open_regular
+    from ..safe_io import UnsafeFileError, open_regular
 
     path = Path(path)
     try:

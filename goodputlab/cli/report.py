@@ -7,7 +7,7 @@ An event log whose last line was cut short by a kill is read up to the line
 before, with a warning on stderr. A missing directory, or one that holds no run,
 exits with 2 and one line.
 
-Run standalone: ``python -m goodputlab.cli_report runs/mine``.
+Run standalone: ``python -m goodputlab.cli.report runs/mine``.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from .api import load_run
-    from .recorder import EventLogError, NotARunDirectory
+    from ..engine.api import load_run
+    from ..engine.recorder import EventLogError, NotARunDirectory
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

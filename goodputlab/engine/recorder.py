@@ -15,7 +15,7 @@
                 save_my_checkpoint(step)
     rec.close()
 
-The recorder writes the events the lab's worker writes (``goodputlab.events``),
+The recorder writes the events the lab's worker writes (``goodputlab.engine.events``),
 so the same ledger books every second of the job, and ``goodputlab report DIR``
 and ``gl.load_run(DIR)`` give the same table and charts as a lab run. Pure: no
 torch, so it works in any loop.
@@ -45,7 +45,7 @@ The rules (also in docs/ARCHITECTURE.md):
   booked ``other`` (the loop's own code: logging, evaluation); shorter gaps stay
   with the block before (it saves a write per step).
 * **Ranks.** Under ``torchrun`` (``WORLD_SIZE`` > 1) rank ``R`` records to
-  ``events-rank{R}.jsonl``; the reader merges the ranks (``goodputlab.merge``),
+  ``events-rank{R}.jsonl``; the reader merges the ranks (``goodputlab.engine.merge``),
   matching the ranks' attempts by time. Create the ``Recorder`` before
   ``init_process_group``: the rendezvous then keeps every rank's attempt open
   until all ranks have started theirs.

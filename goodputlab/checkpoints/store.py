@@ -1,7 +1,8 @@
-"""Checkpoints: complete, atomic, verified.
+"""The checkpoint store on disk: atomic commit, verification, keep-newest-k.
 
-Complete: model, optimizer, LR schedule, data position, every RNG (python,
-numpy, torch, CUDA) and the step; resuming from one gives bit-identical training.
+What a checkpoint holds (model, optimizer, LR schedule, data position, every RNG,
+the step) is :mod:`goodputlab.checkpoints.state`; how and when it is written, the
+strategies (:mod:`goodputlab.checkpoints.strategies`). The store only knows files.
 
 Atomic: a checkpoint is a directory ``step-00000050/`` holding its data files
 and ``manifest.json`` (format version, step, layout, and the sha256 and size of
@@ -10,7 +11,7 @@ directory fsynced, then renamed into place: a reader sees a whole checkpoint or 
 Two layouts share this envelope: ``torch_save`` (one ``state.pt``, written by
 the sync and async strategies and the memory strategy's disk tier) and ``dcp``
 (the files of ``torch.distributed.checkpoint`` plus a small ``skeleton.pt``,
-see :mod:`goodputlab.dcp_checkpoint`).
+see :mod:`goodputlab.checkpoints.dcp_layout`).
 
 Verified: restore walks the checkpoints newest first and takes the first whose
 manifest parses and whose files match their checksums; a damaged one is skipped
@@ -18,7 +19,7 @@ with a warning. A checkpoint folder is input like any other (whoever can write
 it can rewrite its manifest), so the reader trusts nothing in it: a file is read
 only when it is a regular file (never through a link, never a FIFO or device) of
 at most ``max_file_bytes``, and every pickle goes through an explicit allow-list
-(:mod:`goodputlab.safe_unpickle`) before ``torch.load(..., weights_only=True)``,
+(:mod:`goodputlab.checkpoints.safe_unpickle`) before ``torch.load(..., weights_only=True)``,
 so a checkpoint can hold tensors and plain containers but never code.
 """
 
@@ -27,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
 import re
 import stat
 import time
@@ -37,26 +37,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-
-from .safe_io import UnsafeFileError, create_new, open_regular, read_regular, remove_entry, write_all
+from ..safe_io import UnsafeFileError, create_new, default_max_file_bytes, open_regular, read_regular, remove_entry, write_all
 
 FORMAT_VERSION = 1
 STATE_FILE = "state.pt"
 MANIFEST = "manifest.json"
 LAYOUT_TORCH = "torch_save"  # one state.pt written by torch.save
-LAYOUT_DCP = "dcp"  # a torch.distributed.checkpoint directory (goodputlab.dcp_checkpoint)
+LAYOUT_DCP = "dcp"  # a torch.distributed.checkpoint directory (goodputlab.checkpoints.strategies.dcp)
 _NAME = re.compile(r"^step-(\d{8,})$")
 MANIFEST_MAX_BYTES = 1 << 20  # a manifest lists a handful of files: a few hundred bytes
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-
-
-def default_max_file_bytes() -> int:
-    """The largest checkpoint file a reader accepts unless told otherwise: half the machine's RAM."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
-    except (ValueError, OSError):
-        return 64 << 30
 
 
 class CheckpointWarning(UserWarning):
@@ -95,6 +85,14 @@ class _HashingWriter:
 
 
 _HASH_CHUNK = 8 << 20  # bytes read at a time when hashing files back
+
+
+def _sha256_of(f) -> str:
+    """The sha256 of what is left to read in the binary file ``f``, read in chunks."""
+    sha = hashlib.sha256()
+    while chunk := f.read(_HASH_CHUNK):
+        sha.update(chunk)
+    return sha.hexdigest()
 _REQUIRED_FILES = {LAYOUT_TORCH: (STATE_FILE,), LAYOUT_DCP: (".metadata", "skeleton.pt")}
 
 
@@ -211,12 +209,10 @@ class CheckpointStore:
         """
         files = {}
         for f in sorted(p for p in tmp.rglob("*") if p.is_file()):
-            sha = hashlib.sha256()
             with open(f, "rb") as fh:
-                while chunk := fh.read(_HASH_CHUNK):
-                    sha.update(chunk)
+                digest = _sha256_of(fh)
                 os.fsync(fh.fileno())
-            files[f.relative_to(tmp).as_posix()] = {"sha256": sha.hexdigest(), "bytes": f.stat().st_size}
+            files[f.relative_to(tmp).as_posix()] = {"sha256": digest, "bytes": f.stat().st_size}
         for d in sorted({p.parent for p in tmp.rglob("*")} - {tmp}):
             _fsync_dir(d)
         return self.seal(tmp, step, files, layout)
@@ -340,11 +336,9 @@ class CheckpointStore:
         """
         manifest = self.manifest(path)
         for name, entry in manifest["files"].items():
-            sha = hashlib.sha256()
             with os.fdopen(self._open_listed(path, name, entry), "rb") as fh:
-                while chunk := fh.read(_HASH_CHUNK):
-                    sha.update(chunk)
-            if sha.hexdigest() != entry["sha256"]:
+                digest = _sha256_of(fh)
+            if digest != entry["sha256"]:
                 raise ValueError(f"{name} sha256 mismatch")
         return manifest
 
@@ -371,12 +365,12 @@ class CheckpointStore:
 
     def load(self, path: Path) -> dict[str, Any]:
         """Load a verified checkpoint onto the CPU. No layout can run code: every pickle passes
-        an explicit allow-list first (:mod:`goodputlab.safe_unpickle`), then ``weights_only=True``."""
+        an explicit allow-list first (:mod:`goodputlab.checkpoints.safe_unpickle`), then ``weights_only=True``."""
         from .safe_unpickle import safe_torch_load
 
         manifest = self.manifest(path)
         if manifest["layout"] == LAYOUT_DCP:
-            from .dcp_checkpoint import load_dcp_checkpoint
+            from .dcp_layout import load_dcp_checkpoint
 
             self.verify(path)
             return load_dcp_checkpoint(path, files=manifest["files"], max_file_bytes=self.max_file_bytes)
@@ -390,7 +384,7 @@ class CheckpointStore:
         """The newest checkpoint that verifies and loads, or ``None``.
 
         ``accept(checkpoint, state)`` may raise ``ValueError`` to refuse a state that
-        loaded but cannot be used (see :func:`check_training_state`). Each damaged or
+        loaded but cannot be used (see :func:`goodputlab.checkpoints.state.check_training_state`). Each damaged or
         refused one is reported through ``on_invalid(checkpoint, reason)`` and a
         :class:`CheckpointWarning`, then skipped.
         """
@@ -417,209 +411,3 @@ class CheckpointStore:
                 continue
             return c.step
         return 0
-
-
-# --- complete training state -------------------------------------------------------------
-def capture_rng() -> dict[str, Any]:
-    """Every RNG the training touches, in a form ``torch.load(weights_only=True)`` accepts."""
-    import torch
-
-    np_state = np.random.get_state()
-    state = {
-        "python": random.getstate(),
-        "numpy": {
-            "name": np_state[0],
-            "keys": torch.from_numpy(np_state[1].astype(np.int64)),
-            "pos": int(np_state[2]),
-            "has_gauss": int(np_state[3]),
-            "cached_gaussian": float(np_state[4]),
-        },
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-    }
-    return state
-
-
-def restore_rng(state: dict[str, Any]) -> None:
-    import torch
-
-    random.setstate(_as_tuple(state["python"]))
-    n = state["numpy"]
-    np.random.set_state((n["name"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached_gaussian"]))
-    torch.set_rng_state(state["torch"])
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def _as_tuple(x):
-    return tuple(_as_tuple(v) for v in x) if isinstance(x, (list, tuple)) else x
-
-
-def capture_state(model, optimizer, scheduler, step: int, data_position: dict[str, Any]) -> dict[str, Any]:
-    """The complete state after ``step`` steps: enough to continue bit-exactly."""
-    return {
-        "format": FORMAT_VERSION,
-        "step": step,
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "scheduler": scheduler.state_dict(),
-        "data": data_position,
-        "rng": capture_rng(),
-    }
-
-
-def check_training_state(state: Any, step: int, model, optimizer=None) -> None:
-    """Raise ``ValueError`` unless ``state`` is a complete training state of ``model`` after ``step`` steps.
-
-    Checked before anything is applied (so a refused checkpoint leaves the live objects
-    untouched): the keys :func:`capture_state` writes, the step, and every model tensor's
-    name, shape and dtype. A checkpoint that verifies but fails this is skipped like a
-    damaged one.
-    """
-    import torch
-
-    if not isinstance(state, dict):
-        raise ValueError(f"the state is a {type(state).__name__}, not a training state")
-    missing = [k for k in ("step", "model", "optimizer", "scheduler", "data", "rng") if k not in state]
-    if missing:
-        raise ValueError(f"the state has no {', '.join(missing)}")
-    if not _is_count(state["step"]) or state["step"] != step:
-        raise ValueError(f"the state is of step {state['step']!r}, its checkpoint of step {step}")
-    if not isinstance(state["data"], dict) or not _is_count(state["data"].get("batch_size")):
-        raise ValueError("the state has no data position")
-    for key in ("optimizer", "scheduler", "rng"):
-        if not isinstance(state[key], dict):
-            raise ValueError(f"the state's {key} is a {type(state[key]).__name__}")
-    if not {"python", "numpy", "torch"} <= set(state["rng"]):
-        raise ValueError("the state lacks an RNG state")
-    expected, got = model.state_dict(), state["model"]
-    if not isinstance(got, dict) or set(got) != set(expected):
-        raise ValueError("the state's model has other parameters than this model")
-    for name, t in expected.items():
-        v = got[name]
-        if not isinstance(v, torch.Tensor) or v.shape != t.shape or v.dtype != t.dtype:
-            raise ValueError(f"the state's {name} does not match this model")
-    if optimizer is not None:
-        groups = state["optimizer"].get("param_groups")
-        live = optimizer.state_dict()["param_groups"]
-        if (
-            not isinstance(state["optimizer"].get("state"), dict)
-            or not isinstance(groups, list)
-            or len(groups) != len(live)
-            or any(not isinstance(g, dict) or len(g.get("params") or ()) != len(h["params"]) for g, h in zip(groups, live))
-        ):
-            raise ValueError("the state's optimizer does not match this optimizer")
-
-
-def apply_state(state: dict[str, Any], model, optimizer, scheduler) -> int:
-    """Load ``state`` into the live objects; returns the step to continue from."""
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
-    restore_rng(state["rng"])
-    return int(state["step"])
-
-
-# --- strategies ----------------------------------------------------------------------------
-class SyncCheckpointer:
-    """The baseline: serialise and persist while training waits.
-
-    ``on_commit(step, tier="disk")`` is called once the checkpoint is durable.
-    """
-
-    name = "sync"
-
-    def __init__(self, store: CheckpointStore, on_commit: Callable[..., None]):
-        self.store = store
-        self.on_commit = on_commit
-        self.saves = 0
-        self.last_blocking_s = 0.0
-
-    def save(self, state: dict[str, Any], step: int) -> None:
-        t = time.perf_counter()
-        self.store.save(state, step)
-        self.last_blocking_s = time.perf_counter() - t
-        self.saves += 1
-        self.on_commit(step, tier="disk")
-
-    @property
-    def in_flight(self) -> bool:
-        return False
-
-    def finalize(self) -> None:
-        """Wait for saves in flight (none: sync saves finish before returning)."""
-
-    def close(self) -> None:
-        pass
-
-
-def make_checkpointer(
-    strategy: str,
-    store: CheckpointStore,
-    on_commit: Callable[..., None],
-    memory_tier=None,
-    memory_disk_every: int = 4,
-):
-    """The checkpointer of ``strategy`` (``sync``, ``async``, ``dcp`` or ``memory``).
-
-    Every checkpointer has ``save(state, step)`` (returns when training may
-    continue), ``finalize()`` (returns when the newest save is durable) and
-    ``close()``, and calls ``on_commit(step, tier=...)`` when a save is complete.
-    ``memory`` needs ``memory_tier`` (a :class:`~goodputlab.memory_checkpoint.MemoryTier`)
-    and writes every ``memory_disk_every``-th save to disk too.
-    """
-    if strategy == "sync":
-        return SyncCheckpointer(store, on_commit)
-    if strategy == "async":
-        from .async_checkpoint import AsyncCheckpointer
-
-        return AsyncCheckpointer(store, on_commit)
-    if strategy == "dcp":
-        from .dcp_checkpoint import DcpCheckpointer
-
-        return DcpCheckpointer(store, on_commit)
-    if strategy == "memory":
-        from .memory_checkpoint import MemoryCheckpointer
-
-        if memory_tier is None:
-            raise ValueError("the memory strategy needs a MemoryTier (the supervisor's RAM directory)")
-        return MemoryCheckpointer(store, on_commit, memory_tier, disk_every=memory_disk_every)
-    raise ValueError(f"unknown checkpoint strategy {strategy!r}")
-
-
-def load_newest(
-    store: CheckpointStore,
-    memory_tier=None,
-    on_invalid: Callable[[Checkpoint, str], None] | None = None,
-    device=None,
-    accept: Callable[[Checkpoint, dict[str, Any]], None] | None = None,
-) -> tuple[Checkpoint, dict[str, Any]] | None:
-    """The newest valid state: the RAM tier's snapshot when there is one at least as new
-    as the newest disk checkpoint, else the newest valid disk checkpoint.
-
-    ``device``: where the RAM tier puts back the tensors that were saved from a device
-    of that type (see :meth:`MemoryTier.load`); disk checkpoints load onto the CPU.
-
-    A damaged RAM snapshot is reported like a damaged disk checkpoint
-    (``on_invalid`` and a :class:`CheckpointWarning`) and restore falls back to disk.
-    Restoring from RAM reads no checkpoint file on disk (it only lists the directory).
-    ``accept`` refuses a loaded state as in :meth:`CheckpointStore.load_newest_valid`.
-    """
-    if memory_tier is not None and memory_tier.has_snapshot():
-        listed = store.list()
-        candidate = memory_tier.checkpoint()
-        # step -1: current.json is unreadable; load() reports the damage
-        if candidate is not None and (candidate.step < 0 or not listed or candidate.step >= listed[0].step):
-            try:
-                found = memory_tier.load(device)
-                if found is not None and accept is not None:
-                    accept(*found)
-            except Exception as e:  # damaged in any way
-                reason = str(e) or type(e).__name__
-                warnings.warn(f"skipping damaged RAM snapshot {candidate.path.name}: {reason}", CheckpointWarning, stacklevel=2)
-                if on_invalid:
-                    on_invalid(candidate, reason)
-            else:
-                if found is not None:
-                    return found
-    return store.load_newest_valid(on_invalid, accept)

@@ -4,8 +4,6 @@ The main CLI calls :func:`register` with its sub-parsers; the handler raises
 :class:`~goodputlab.errors.ConfigError` on bad input (the main CLI prints one line naming the
 flag from :data:`FLAGS`, and exits with 2). Workers start only after the input is checked, and
 never outlive the command (Ctrl-C included).
-
-Run standalone for testing: ``python -m goodputlab.cli_serving serve-bench --rate 8 --ttft-ms 250 --tpot-ms 25``.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ import json
 import math
 import sys
 
-from .errors import ConfigError, check
+from ..errors import check
 
 #: ConfigError.field -> command-line flag, for the fields whose flag is not simply
 #: ``--`` + the field with dashes (``ttft_ms`` is ``--ttft-ms``).
@@ -31,7 +29,7 @@ EXIT_SERVER_ERROR = 1
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``serve-bench`` sub-command to ``subparsers``."""
-    from .serving.workload import MIXES, SERVING_PRESETS
+    from ..serving.workload import MIXES, SERVING_PRESETS
 
     p = subparsers.add_parser(
         "serve-bench",
@@ -69,8 +67,8 @@ def _positive(field: str, value: float | None, allowed: str) -> None:
 
 def run_serve_bench(args: argparse.Namespace) -> int:
     """Check the input, start the workers, measure one rate or search; print text or JSON."""
-    from .serving import SLO, parse_mix
-    from .serving.cluster import ServerConfig, ServerError, ServingCluster
+    from ..serving import SLO, parse_mix
+    from ..serving.cluster import ServerConfig, ServerError, ServingCluster
 
     if not args.search:
         check(args.rate is not None, "rate", "(missing)", "requests per second > 0 (required unless --search)")
@@ -156,19 +154,3 @@ def _headline(m) -> dict:
     s = m.summary()
     return {"rate_rps": m.rate_rps, "duration_s": m.duration_s, "attainment": s["attainment"],
             "ttft_p90_ms": s["ttft_p90_ms"], "tpot_p90_ms": s["tpot_p90_ms"], "requests": s["requests"]}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Parse ``argv`` with just this sub-command and run it (for testing)."""
-    parser = argparse.ArgumentParser(prog="goodputlab-serving")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except ConfigError as e:
-        print(f"goodputlab serve-bench: error: {FLAGS.get(e.field, '--' + e.field.replace('_', '-'))} {e.value!s} is invalid; allowed: {e.allowed}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .categories import CATEGORIES
+from ..categories import CATEGORIES
 
 _BAR = 30  # characters for a 100% bar
 

@@ -1,4 +1,4 @@
-"""The input pipeline: a data set behind emulated slow storage, fed by a DataLoader.
+"""The input pipeline's loader: a data set behind emulated slow storage, fed by a DataLoader.
 
 The data position is the step: the batch for step ``s`` is a pure function of
 ``(seed, s)``, so a worker that resumes at step ``s`` reads exactly the next
@@ -22,8 +22,9 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from .theory.data_stall import read_latency_s  # the emulated storage's latency law, shared with the model
-from .workload import MarkovSource, ModelPreset
+from ..procs import die_with_parent
+from ..theory.data_stall import DEFAULT_PREFETCH, read_latency_s  # the storage latency law, shared with the model
+from ..training.workload import MarkovSource, ModelPreset
 
 
 class BatchRequest(NamedTuple):
@@ -80,7 +81,7 @@ def data_file(directory: Path, preset: ModelPreset, seed: int) -> Path:
     its temporary file. An existing file is used only when it is a regular file (not
     a link) holding a token array of the right shape; anything else is replaced.
     """
-    from .safe_io import create_new, remove_entry
+    from ..safe_io import create_new, remove_entry
 
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"tokens-{preset.name}-v{preset.vocab}-n{preset.n_samples}-c{preset.context}-s{seed}.npy"
@@ -232,21 +233,8 @@ def _pass_through(batch: dict):
 
 
 def _die_with_training_process(training_pid: int, worker_id: int) -> None:
-    """worker_init_fn: have the kernel SIGKILL this DataLoader worker when the training process dies.
-
-    The training process asks the same for itself (``goodputlab.worker``), but the
-    request is not inherited across fork: without this, the loader's workers of a
-    training process that died with its supervisor (a restarted notebook kernel)
-    linger until PyTorch's watchdog notices, or for good when one is blocked.
-    """
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != training_pid:  # it died before prctl took effect
-        os._exit(1)
+    """worker_init_fn: this DataLoader worker dies with the training process (:func:`goodputlab.procs.die_with_parent`)."""
+    die_with_parent(training_pid)
 
 
 def make_loader(
@@ -273,7 +261,7 @@ def make_loader(
     g.manual_seed(seed)
     kwargs = {}
     if workers > 0:
-        kwargs["prefetch_factor"] = prefetch if prefetch is not None else 2
+        kwargs["prefetch_factor"] = prefetch if prefetch is not None else DEFAULT_PREFETCH
         kwargs["persistent_workers"] = persistent_workers
         kwargs["worker_init_fn"] = functools.partial(_die_with_training_process, os.getpid())
         if sys.platform.startswith("linux"):

@@ -1,6 +1,6 @@
 """The workload: what is trained, on what data.
 
-A small GPT (``goodputlab.model``) learns to predict the next token of text drawn
+A small GPT (``goodputlab.training.model``) learns to predict the next token of text drawn
 from a seeded random Markov source. The source is generated here, so nothing is
 downloaded; its entropy is known, so the reader can see how close the model gets
 to the best possible loss. This module imports only numpy: the worker and the CLI
@@ -33,7 +33,7 @@ class ModelPreset:
 
     @property
     def n_params(self) -> int:
-        """Parameters of :class:`goodputlab.model.GPT` at this size (weights tied)."""
+        """Parameters of :class:`goodputlab.training.model.GPT` at this size (weights tied)."""
         d, v, c, L = self.d_model, self.vocab, self.context, self.n_layer
         per_layer = 12 * d * d + 13 * d  # attention 4d^2+4d, MLP 8d^2+5d, two LayerNorms 4d
         return v * d + c * d + L * per_layer + 2 * d

@@ -1,4 +1,4 @@
-"""The async strategy: snapshot while training waits, persist in the background.
+"""async: snapshot while training waits, persist in the background.
 
 ``save`` does three things while the training loop waits (all of it booked to
 ``checkpoint_save``, because the worker emits the ``ckpt_save`` phase before
@@ -7,7 +7,7 @@ calling it):
 1. wait for the previous save's persist, if it is still running: at most one
    save is in flight, so memory stays bounded and a slow disk shows up as save
    time instead of a growing queue;
-2. copy the state into reusable host buffers (:class:`~goodputlab.snapshot.HostBuffers`:
+2. copy the state into reusable host buffers (:class:`~goodputlab.checkpoints.snapshot.HostBuffers`:
    pinned, ``non_blocking`` device-to-host copies on CUDA; a memcpy on CPU);
 3. hand the buffers to the background writer.
 
@@ -29,9 +29,9 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from .background import BackgroundCheckpointer
-from .checkpoint import CheckpointStore
-from .snapshot import HostBuffers, flatten, unflatten
+from ..background import BackgroundCheckpointer
+from ..snapshot import HostBuffers, flatten, unflatten
+from ..store import CheckpointStore
 
 
 class AsyncCheckpointer(BackgroundCheckpointer):
@@ -68,3 +68,8 @@ class AsyncCheckpointer(BackgroundCheckpointer):
         """Finish the save in flight, stop the writer thread and free the buffers."""
         super().close()
         self.buffers.release()
+
+
+def make(store: CheckpointStore, on_commit: Callable[..., None], tier=None) -> AsyncCheckpointer:
+    """The async checkpointer (it has no tier and no options)."""
+    return AsyncCheckpointer(store, on_commit)

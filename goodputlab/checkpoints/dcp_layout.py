@@ -1,32 +1,18 @@
-"""The dcp strategy: ``torch.distributed.checkpoint.async_save`` inside the store's integrity envelope.
+"""Reading a ``dcp``-layout checkpoint (the files of ``torch.distributed.checkpoint``) without running code.
 
-``torch.distributed.checkpoint`` (DCP) is PyTorch's checkpoint format for
-sharded training: every rank writes its shards (``__<rank>_<n>.distcp``) and
-the coordinator writes a ``.metadata`` index. Here it runs in one process
-without a process group (``no_dist=True``: DCP's single-process mode, which
-torch 2.13 supports for both ``async_save`` and ``load``), so no port or
-rendezvous is needed.
-
-What training waits for (the ``ckpt_save`` phase): the previous save, if it is
-still being written (at most one in flight), and ``async_save``'s staging, a
-copy of every tensor into freshly allocated CPU memory. DCP then writes the
-files in its own thread; our background writer waits for that, adds
-``skeleton.pt`` and seals the directory with :meth:`CheckpointStore.commit_files`
-(every file fsynced and listed with its sha256 in ``manifest.json``, then an
-atomic rename), and emits ``ckpt_commit``. Keep-newest-k and skipping damaged
-checkpoints come from the store, as for every strategy.
-
-Only tensors go through DCP. The rest of the state (data position, RNG states,
-scheduler, optimizer hyper-parameters) is a tensor-free skeleton saved with
-``torch.save`` and loaded with ``weights_only=True``. Nothing read back can run code:
+The dcp strategy (:mod:`goodputlab.checkpoints.strategies.dcp`) writes the layout:
+DCP's shards (``__<rank>_<n>.distcp``), its ``.metadata`` index and a small
+``skeleton.pt`` with everything that is not a tensor, sealed by the store's manifest.
+The store (:meth:`~goodputlab.checkpoints.store.CheckpointStore.load`) reads it here.
+Nothing read back can run code:
 
 * DCP's own ``.metadata`` is a pickle; it is read with
-  :class:`~goodputlab.safe_unpickle.RestrictedUnpickler` over an explicit map of
+  :class:`~goodputlab.checkpoints.safe_unpickle.RestrictedUnpickler` over an explicit map of
   DCP's metadata classes, torch sizes and dtypes (no import, no dotted name), then
   checked field by field: only tensor entries (DCP loads a "bytes" entry with
   ``torch.load(weights_only=False)``), every read inside a file the manifest lists;
 * the skeleton and every tensor record in the shards pass the torch-archive
-  allow-list (:func:`~goodputlab.safe_unpickle.check_torch_archive`) before any
+  allow-list (:func:`~goodputlab.checkpoints.safe_unpickle.check_torch_archive`) before any
   ``torch.load(weights_only=True)``;
 * the load planner refuses "bytes" reads outright, should anything get that far.
 """
@@ -37,18 +23,15 @@ import io
 import math
 import os
 import stat
-import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import torch
 
-from .background import BackgroundCheckpointer
-from .checkpoint import LAYOUT_DCP, CheckpointStore, default_max_file_bytes
-from .safe_io import UnsafeFileError, create_new, open_regular, read_regular
+from ..safe_io import UnsafeFileError, default_max_file_bytes, open_regular, read_regular
 from .safe_unpickle import check_torch_archive, dcp_metadata_globals, restricted_loads, safe_torch_load
-from .snapshot import flatten, unflatten
+from .snapshot import unflatten
 
 SKELETON_FILE = "skeleton.pt"
 
@@ -56,61 +39,13 @@ SKELETON_FILE = "skeleton.pt"
 warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
 
 
-def _dcp():
+def dcp():
+    """``torch.distributed.checkpoint`` (imported on first use: about a second)."""
     import torch.distributed.checkpoint as dcp
 
     return dcp
 
 
-class DcpCheckpointer(BackgroundCheckpointer):
-    """Saves with ``dcp.async_save`` (thread-based upload), sealed by the store's manifest.
-
-    ``on_commit(step, tier="disk")`` is called from the background writer once
-    the checkpoint is durable and listed in its manifest; ``last_snapshot_s`` is
-    DCP's staging and planning.
-    """
-
-    name = "dcp"
-
-    def __init__(self, store: CheckpointStore, on_commit: Callable[..., None]):
-        _dcp()  # import DCP now (about a second), not inside the first save's blocking time
-        super().__init__(store, on_commit, "goodputlab-dcp-ckpt")
-
-    def save(self, state: dict[str, Any], step: int) -> None:
-        t = time.perf_counter()
-        self.last_wait_s = self.writer.wait()
-        skeleton, tensors = flatten(state)
-        index = {name: {"shape": list(x.shape), "dtype": str(x.dtype).removeprefix("torch.")} for name, x in tensors.items()}
-        tmp = self.store.begin(step)
-        writer = _dcp().FileSystemWriter(str(tmp), single_file_per_rank=True, sync_files=True)
-        # Returns once the tensors are staged (copied to CPU); the files are written by DCP's thread.
-        try:
-            upload = _dcp().async_save(tensors, storage_writer=writer, no_dist=True)
-        except BaseException:
-            self.store.discard(tmp)
-            raise
-        self.last_snapshot_s = time.perf_counter() - t - self.last_wait_s
-        started = time.perf_counter()
-        self.writer.submit(lambda: self._seal(upload, tmp, step, skeleton, index, started))
-        self.last_blocking_s = time.perf_counter() - t
-        self.saves += 1
-
-    def _seal(self, upload, tmp: Path, step: int, skeleton: Any, index: dict, started: float) -> None:
-        try:
-            upload.result()  # DCP's files are written (and fsynced: sync_files=True)
-            with os.fdopen(create_new(tmp / SKELETON_FILE), "wb") as f:
-                torch.save({"skeleton": skeleton, "tensors": index}, f)
-                f.flush()
-                os.fsync(f.fileno())
-            self.store.commit_files(tmp, step, LAYOUT_DCP)
-        except BaseException:
-            self.store.discard(tmp)  # a full disk leaves no temporary behind
-            raise
-        self.last_persist_s = time.perf_counter() - started
-        self.on_commit(step, tier="disk")
-
-
-# --- restore ---------------------------------------------------------------------------------
 METADATA_FILE = ".metadata"
 _METADATA_MAX_BYTES = 256 << 20  # an index of shapes and offsets: kilobytes for these models
 
@@ -268,7 +203,7 @@ def _safe_reader(path: Path, metadata):
     """A DCP ``FileSystemReader`` that returns the metadata already read and checked here."""
     from torch.distributed.checkpoint.metadata import StorageMeta
 
-    class SafeFileSystemReader(_dcp().FileSystemReader):
+    class SafeFileSystemReader(dcp().FileSystemReader):
         def read_metadata(self, *args: Any, **kwargs: Any):
             if getattr(metadata, "storage_meta", None) is None:
                 metadata.storage_meta = StorageMeta()
@@ -331,7 +266,7 @@ def load_dcp_checkpoint(
     from torch.distributed.checkpoint.api import CheckpointException
 
     try:
-        _dcp().load(tensors, storage_reader=_safe_reader(path, metadata), planner=_tensors_only_planner(), no_dist=True)
+        dcp().load(tensors, storage_reader=_safe_reader(path, metadata), planner=_tensors_only_planner(), no_dist=True)
     except CheckpointException as e:  # a BaseException: it would escape "skip a damaged checkpoint"
         failures = list(getattr(e, "failures", {}).values())
         cause = failures[0] if failures else e

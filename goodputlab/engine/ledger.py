@@ -1,6 +1,6 @@
 """The time ledger: every second of a run's wall time booked to exactly one category.
 
-The event log (``goodputlab.events``) is a sequence of phase changes. Between two
+The event log (``goodputlab.engine.events``) is a sequence of phase changes. Between two
 consecutive phase events the run was in the earlier one's phase, so the phases
 partition the wall clock by construction: the buckets always sum to the wall time.
 What needs judgement is which category a phase belongs to:
@@ -22,7 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from . import categories as C
+from .. import categories as C
 from . import events as E
 
 _SUPERVISOR_KINDS = frozenset(

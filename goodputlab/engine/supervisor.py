@@ -28,14 +28,15 @@ from typing import Callable
 import numpy as np
 
 from . import events as E
-from .checkpoint import CheckpointStore, CheckpointWarning
+from ..checkpoints.store import CheckpointStore, CheckpointWarning
 from .config import RunConfig
 from .events import EventTail, EventWriter, read_events
 from .interrupts import RunInterrupted, StopSignals
 from .ledger import summarize
-from .memory_checkpoint import MEMORY_TIER_ENV, create_memory_tier_dir, remove_memory_tier_dir
+from ..checkpoints import strategies
+from ..checkpoints.registry import RunResource
 from .run_dir import RunDir, claim_run_dir
-from .safe_io import create_new, write_atomic
+from ..safe_io import create_new, write_atomic
 
 POLL_S = 0.02  # how often the supervisor looks at the worker and the event log
 
@@ -172,13 +173,13 @@ def run_supervised(
     ``out/ckpt/`` and one log per attempt in ``out/logs/``. With ``resume`` the
     checkpoints already in ``out/ckpt`` are kept and the first worker resumes
     from the newest valid one; otherwise ``out`` starts clean. Which folders may
-    be used, and the lock that keeps two runs out of one folder: :mod:`goodputlab.run_dir`
+    be used, and the lock that keeps two runs out of one folder: :mod:`goodputlab.engine.run_dir`
     (a refused folder raises :class:`~goodputlab.errors.ConfigError` before anything starts).
 
     Ctrl-C, SIGTERM and SIGHUP stop the run the same way: the worker is killed, the
-    RAM tier removed, the summary written, then :class:`~goodputlab.interrupts.RunInterrupted`
+    RAM tier removed, the summary written, then :class:`~goodputlab.engine.interrupts.RunInterrupted`
     is raised; further signals during that cleanup are ignored. A damaged checkpoint
-    that a restore skips is reported as a :class:`~goodputlab.checkpoint.CheckpointWarning`.
+    that a restore skips is reported as a :class:`~goodputlab.checkpoints.store.CheckpointWarning`.
     """
     with StopSignals():
         run_dir = claim_run_dir(out, overwrite=config.overwrite, resume=resume)
@@ -191,99 +192,132 @@ def run_supervised(
 def _supervise(
     config: RunConfig, run_dir: RunDir, progress: ProgressCallback | None, resume: bool, python: str
 ) -> dict:
-    out = run_dir.path
-    run_dir.prepare(keep_checkpoints=resume)
-    run_dir.reserve()  # space for the summary if the disk fills up
-    (out / "logs").mkdir()
-    write_atomic(out / "config.json", json.dumps(config.to_dict(), indent=1, sort_keys=True).encode())
+    return _Supervision(config, run_dir, progress, resume, python).run()
 
-    t0 = time.monotonic()
-    events_path = out / "events.jsonl"
-    tail = EventTail(events_path)
-    ev = EventWriter(events_path, t0, attempt=0, create=True, heal_tail=True, on_truncate=tail.truncated)
-    failure_rng = poisson_failure_rng(config.seed)
-    pending_kills = sorted(config.kill_at_steps)
-    attempt, failures = 0, 0
-    completed, reason = False, ""
-    proc: subprocess.Popen | None = None
-    logs: list[WorkerLog] = []
-    memory_tier: Path | None = None
-    state = Progress(0, config.steps, 0, 0, "startup")
 
-    def tell(**changes) -> None:
+class _Supervision:
+    """One run under supervision: its files and event log, the attempts, the failures, the progress."""
+
+    def __init__(self, config: RunConfig, run_dir: RunDir, progress: ProgressCallback | None, resume: bool, python: str):
+        self.config, self.run_dir, self.progress, self.python = config, run_dir, progress, python
+        self.out = out = run_dir.path
+        run_dir.prepare(keep_checkpoints=resume)
+        run_dir.reserve()  # space for the summary if the disk fills up
+        (out / "logs").mkdir()
+        write_atomic(out / "config.json", json.dumps(config.to_dict(), indent=1, sort_keys=True).encode())
+
+        self.t0 = time.monotonic()
+        events_path = out / "events.jsonl"
+        self.tail = EventTail(events_path)
+        self.ev = EventWriter(events_path, self.t0, attempt=0, create=True, heal_tail=True, on_truncate=self.tail.truncated)
+        self.failure_rng = poisson_failure_rng(config.seed)
+        self.pending_kills = sorted(config.kill_at_steps)
+        self.attempt, self.failures = 0, 0
+        self.completed, self.reason = False, ""
+        self.proc: subprocess.Popen | None = None
+        self.log: WorkerLog | None = None
+        self.logs: list[WorkerLog] = []
+        self.state = Progress(0, config.steps, 0, 0, "startup")
+
+    def run(self) -> dict:
+        """Launch, kill and relaunch workers until the run completes, crashes, is stopped or runs out of failures."""
+        resource = RunResource()
+        try:
+            self.ev.emit(E.SUP_START)
+            # a strategy's run-level resource (the memory strategy's RAM tier) outlives every worker
+            resource = strategies.prepare_run(self.config)
+            while True:
+                cause = self.attempt_until_failure(resource.env)
+                if cause is None:
+                    self.worker_exited()  # completed, or raises WorkerCrashed
+                    break
+                if not self.fail(cause):
+                    break
+        except BaseException as exc:  # Ctrl-C, SIGTERM, a crash, a full disk: no process left, keep a summary
+            self.stop(exc)
+            raise
+        finally:
+            resource.cleanup()
+        summary = _finish(self.ev, self.run_dir, self.config, self.completed, self.reason, self.logs)
+        self.tell(steps_done=summary["steps_completed"], phase="done" if self.completed else "stopped")
+        return summary
+
+    def tell(self, **changes) -> None:
         for k, v in changes.items():
-            setattr(state, k, v)
-        if progress is not None:
-            progress(state)
+            setattr(self.state, k, v)
+        if self.progress is not None:
+            self.progress(self.state)
 
-    def handle(new_events: list[dict]) -> str | None:
+    def follow(self, new_events: list[dict]) -> str | None:
         """Follow the live worker's events; returns a failure cause when a deterministic kill is due."""
         cause = None
         for e in new_events:
-            if e["attempt"] != attempt:
+            if e["attempt"] != self.attempt:
                 continue
             if e["kind"] == E.W_STEP_END:
                 done = e["step"] + 1
-                if pending_kills and done >= pending_kills[0] and cause is None:
-                    cause = f"kill_at_step {pending_kills.pop(0)}"
-                tell(steps_done=done, phase="training")
+                if self.pending_kills and done >= self.pending_kills[0] and cause is None:
+                    cause = f"kill_at_step {self.pending_kills.pop(0)}"
+                self.tell(steps_done=done, phase="training")
             elif e["kind"] == E.M_RESTORED:
-                tell(steps_done=e["ckpt_step"], phase="restored")
+                self.tell(steps_done=e["ckpt_step"], phase="restored")
             elif e["kind"] == E.M_CKPT_INVALID:
-                warnings.warn(_invalid_message(e), CheckpointWarning, stacklevel=4)
+                warnings.warn(_invalid_message(e), CheckpointWarning, stacklevel=6)
         return cause
 
-    try:
-        ev.emit(E.SUP_START)
-        # --ckpt memory: the RAM tier outlives each worker, so the supervisor owns it and removes it at the end
-        memory_tier = create_memory_tier_dir() if config.ckpt == "memory" else None
-        worker_env = {MEMORY_TIER_ENV: str(memory_tier)} if memory_tier is not None else {}
-        while True:
-            ev.attempt = attempt
-            ev.emit(E.SUP_SPAWN)
-            log = WorkerLog(out / "logs" / f"attempt-{attempt:03d}.log")
-            logs.append(log)
-            proc = _launch(python, out, attempt, t0, log, worker_env)
-            ttf = failure_rng.exponential(config.mtbf) if config.mtbf > 0 else float("inf")
-            deadline = time.monotonic() + ttf
-            tell(attempt=attempt, phase="startup" if attempt == 0 else "restart")
-
-            cause = None
-            while cause is None:
-                try:
-                    proc.wait(timeout=max(0.0, min(POLL_S, deadline - time.monotonic())))
-                    break
-                except subprocess.TimeoutExpired:
-                    pass
-                cause = handle(tail.poll())
-                if cause is None and time.monotonic() >= deadline:
-                    cause = "poisson"
-
-            if cause is None:  # the worker exited by itself (its DataLoader workers die with it: PDEATHSIG)
-                log.drain()
-                handle(tail.poll())  # what it wrote last (a skipped checkpoint, say)
-                if proc.returncode == 0:
-                    completed, reason = True, "completed"
-                    break
-                raise WorkerCrashed(proc.returncode, log.path, log.tail_text())
-
-            ev.emit(E.SUP_FAILURE, cause=cause)
-            _kill_group(proc)
-            log.drain()
-            failures += 1
-            tell(failures=failures, phase="failed")
-            if failures > config.max_failures:
-                reason = (
-                    f"failure budget exhausted: failure {failures} exceeds --max-failures {config.max_failures}"
-                )
+    def attempt_until_failure(self, env: dict[str, str]) -> str | None:
+        """Launch a worker and watch it: the cause of its failure when one is due, None when it exits by itself."""
+        ev, config = self.ev, self.config
+        ev.attempt = self.attempt
+        ev.emit(E.SUP_SPAWN)
+        self.log = WorkerLog(self.out / "logs" / f"attempt-{self.attempt:03d}.log")
+        self.logs.append(self.log)
+        self.proc = proc = _launch(self.python, self.out, self.attempt, self.t0, self.log, env)
+        ttf = self.failure_rng.exponential(config.mtbf) if config.mtbf > 0 else float("inf")
+        deadline = time.monotonic() + ttf
+        self.tell(attempt=self.attempt, phase="startup" if self.attempt == 0 else "restart")
+        cause = None
+        while cause is None:
+            try:
+                proc.wait(timeout=max(0.0, min(POLL_S, deadline - time.monotonic())))
                 break
-            if config.restart_delay > 0:
-                ev.emit(E.SUP_RESTART_DELAY)
-                time.sleep(config.restart_delay)
-            attempt += 1
-    except BaseException as exc:  # Ctrl-C, SIGTERM, a crash, a full disk: no process left, keep a summary
-        if proc is not None and proc.poll() is None:
-            _kill_group(proc)
+            except subprocess.TimeoutExpired:
+                pass
+            cause = self.follow(self.tail.poll())
+            if cause is None and time.monotonic() >= deadline:
+                cause = "poisson"
+        return cause
+
+    def worker_exited(self) -> None:
+        """The worker exited by itself (its DataLoader workers die with it: PDEATHSIG): done, or crashed."""
+        self.log.drain()
+        self.follow(self.tail.poll())  # what it wrote last (a skipped checkpoint, say)
+        if self.proc.returncode != 0:
+            raise WorkerCrashed(self.proc.returncode, self.log.path, self.log.tail_text())
+        self.completed, self.reason = True, "completed"
+
+    def fail(self, cause: str) -> bool:
+        """Kill the worker's whole process group; False when the failure budget is spent, else wait and go on."""
+        self.ev.emit(E.SUP_FAILURE, cause=cause)
+        _kill_group(self.proc)
+        self.log.drain()
+        self.failures += 1
+        self.tell(failures=self.failures, phase="failed")
+        if self.failures > self.config.max_failures:
+            self.reason = (
+                f"failure budget exhausted: failure {self.failures} exceeds --max-failures {self.config.max_failures}"
+            )
+            return False
+        if self.config.restart_delay > 0:
+            self.ev.emit(E.SUP_RESTART_DELAY)
+            time.sleep(self.config.restart_delay)
+        self.attempt += 1
+        return True
+
+    def stop(self, exc: BaseException) -> None:
+        """The run stops early: no process left, and a summary that says why."""
+        if self.proc is not None and self.proc.poll() is None:
+            _kill_group(self.proc)
         if isinstance(exc, RunInterrupted):
             reason = "interrupted" if exc.signum == signal.SIGINT else f"interrupted by {exc.signal_name}"
         elif isinstance(exc, KeyboardInterrupt):
@@ -291,17 +325,10 @@ def _supervise(
         else:
             reason = f"error: {type(exc).__name__}"
         try:
-            _finish(ev, run_dir, config, completed=False, reason=reason, logs=logs)
+            _finish(self.ev, self.run_dir, self.config, completed=False, reason=reason, logs=self.logs)
         except Exception as e:  # never hide why the run stopped behind why its summary could not be written
             exc.add_note(f"goodputlab: the run's summary could not be written: {e}")
-            ev.close()
-        raise
-    finally:
-        if memory_tier is not None:
-            remove_memory_tier_dir(memory_tier)
-    summary = _finish(ev, run_dir, config, completed=completed, reason=reason, logs=logs)
-    tell(steps_done=summary["steps_completed"], phase="done" if completed else "stopped")
-    return summary
+            self.ev.close()
 
 
 def _invalid_message(e: dict) -> str:
@@ -322,7 +349,7 @@ def _launch(python: str, out: Path, attempt: int, t0: float, log: WorkerLog, ext
     cmd = [
         python,
         "-m",
-        "goodputlab.worker",
+        "goodputlab.engine.worker",
         "--run-dir",
         str(out),
         "--attempt",

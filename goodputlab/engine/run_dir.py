@@ -31,14 +31,14 @@ import socket
 import time
 from pathlib import Path
 
-from .errors import ConfigError
-from .safe_io import FileLock, LockHeld, UnsafeFileError, is_link, open_regular, remove_entry, reserve_space
+from ..errors import ConfigError
+from ..safe_io import FileLock, LockHeld, UnsafeFileError, is_link, open_regular, remove_entry, reserve_space
 
 MARKER = ".goodputlab-run"  # marks a run folder; flock-ed by the run using it
 RESERVE = ".goodputlab-reserve"  # disk space set aside for the end of the run
 RESERVE_BYTES = 1 << 20  # the last events, the worker's log tail and summary.json: a few kB
 RUN_ARTIFACTS = ("ckpt", "logs", "events.jsonl", "summary.json", "config.json", RESERVE)
-_DATA_TEMPORARY = re.compile(r"^tokens-.*\.tmp\d+$")  # goodputlab.data.data_file's temporary names
+_DATA_TEMPORARY = re.compile(r"^tokens-.*\.tmp\d+$")  # goodputlab.pipeline.loader.data_file's temporary names
 
 
 def _is_earlier_run(path: Path) -> bool:
@@ -47,7 +47,7 @@ def _is_earlier_run(path: Path) -> bool:
     (Files that merely have those names are the user's, not a run's.)"""
     from .config import RunConfig
     from .events import SUP_START, parse_event
-    from .safe_io import read_regular
+    from ..safe_io import read_regular
 
     try:
         RunConfig.from_dict(json.loads(read_regular(path / "config.json", 1 << 20)))

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .config import RunConfig
-from .errors import RunFileError
+from ..errors import RunFileError
 from .events import read_events
 from .ledger import Ledger, build_ledger, per_step
 from .report import breakdown_table
-from .safe_io import UnsafeFileError, read_regular
+from ..safe_io import UnsafeFileError, read_regular
 from .supervisor import Progress, run_supervised
 
 SUMMARY_MAX_BYTES = 64 << 20
@@ -57,17 +57,17 @@ class RunResult:
         return breakdown_table(self.summary)
 
     def timeline_chart(self, **kwargs):
-        from . import charts
+        from .. import charts
 
         return charts.timeline(self.ledger, **kwargs)
 
     def breakdown_chart(self, **kwargs):
-        from . import charts
+        from .. import charts
 
         return charts.breakdown(self.summary, **kwargs)
 
     def loss_chart(self, **kwargs):
-        from . import charts
+        from .. import charts
 
         return charts.loss_curve(self.per_step(), **kwargs)
 
@@ -96,10 +96,10 @@ def run(
     ckpt_every=50, mtbf=4, ...``; the same names as the CLI's flags). ``out`` is
     the directory for the run's files (a fresh temporary one by default; an existing
     one must be empty or hold an earlier goodputlab run, or ``overwrite=True`` must
-    be set, see :mod:`goodputlab.run_dir`). ``resume``: continue the run in ``out``
+    be set, see :mod:`goodputlab.engine.run_dir`). ``resume``: continue the run in ``out``
     from its newest valid checkpoint.
     ``progress`` is ``True`` for a progress bar (a widget in Jupyter), ``False``
-    for none, or a callable that receives :class:`~goodputlab.supervisor.Progress`.
+    for none, or a callable that receives :class:`~goodputlab.engine.supervisor.Progress`.
     Raises :class:`~goodputlab.errors.ConfigError` for a bad setting, before anything starts.
     """
     if config is None:

@@ -1,4 +1,4 @@
-"""The memory strategy: the newest snapshot in RAM outside the worker, a disk copy every k-th save.
+"""The RAM tier of the memory strategy: two slots in ``/dev/shm`` that outlive the worker.
 
 In-memory checkpointing systems keep the latest state in host memory that
 outlives the training process (another process, a peer's RAM, a node-local
@@ -21,9 +21,9 @@ from RAM. It holds two *slots*, each one full state:
 A save copies the state into the slot that is *not* current (the blocking part:
 one memcpy, or a device-to-host copy); the background writer then checksums
 it, writes its meta file and points ``current.json`` at it. A kill at any moment
-leaves ``current.json`` naming a complete, checksummed slot. Every
-``disk_every``-th save (``--memory-disk-every``), and the final state of the
-run, is also written to the disk store from the slot, in the background.
+leaves ``current.json`` naming a complete, checksummed slot. The strategy that
+saves into it, with a disk copy every k-th save, is
+:mod:`goodputlab.checkpoints.strategies.memory`.
 
 Ownership: the supervisor holds an exclusive ``flock`` on the tier's ``owner.lock``
 for as long as it lives. A new run sweeps away only tiers whose lock it can take:
@@ -32,7 +32,7 @@ which means nothing across PID namespaces (containers).
 
 Safety: every file of the tier is read only as a regular file of a sane size
 (never through a link), and the meta file passes the torch-archive allow-list
-(:mod:`goodputlab.safe_unpickle`) before ``torch.load(weights_only=True)``.
+(:mod:`goodputlab.checkpoints.safe_unpickle`) before ``torch.load(weights_only=True)``.
 
 Integrity: restore checks the meta file's sha256 and the data's CRC-32s (fast:
 several GB/s, and they detect accidental damage such as a stray write or a
@@ -59,12 +59,11 @@ import warnings
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from .background import BackgroundCheckpointer
-from .checkpoint import Checkpoint, CheckpointStore, default_max_file_bytes
-from .safe_io import UnsafeFileError, hold_new_lock, open_regular, read_regular, try_lock_existing, write_atomic
+from ..safe_io import UnsafeFileError, default_max_file_bytes, hold_new_lock, open_regular, read_regular, try_lock_existing, write_atomic
 from .safe_unpickle import safe_torch_load
+from .store import Checkpoint
 
 MEMORY_TIER_ENV = "GOODPUTLAB_MEMORY_TIER"
 _PREFIX = "goodputlab-mem-"
@@ -130,19 +129,6 @@ def sweep_stale_memory_tiers(root: Path | None = None) -> list[Path]:
             os.close(fd)
         removed.append(p)
     return removed
-
-
-def open_memory_tier(strategy: str, max_file_bytes: int | None = None) -> MemoryTier | None:
-    """The supervisor's RAM tier for the ``memory`` strategy (from ``GOODPUTLAB_MEMORY_TIER``), else ``None``."""
-    if strategy != "memory":
-        return None
-    path = os.environ.get(MEMORY_TIER_ENV)
-    if not path:
-        raise RuntimeError(
-            "--ckpt memory needs the RAM tier that the supervisor creates "
-            f"({MEMORY_TIER_ENV} is not set; run through goodputlab.run or the CLI)"
-        )
-    return MemoryTier(path, max_file_bytes)
 
 
 # --- the two slots -----------------------------------------------------------------------------
@@ -437,73 +423,3 @@ class MemoryTier:
         for mapped in self._slots.values():
             mapped.close()
         self._slots.clear()
-
-
-class MemoryCheckpointer(BackgroundCheckpointer):
-    """Saves to the RAM tier; every ``disk_every``-th save, and the final state, also to disk.
-
-    ``on_commit(step, tier=...)`` is called from the background writer when a
-    save is complete: ``tier="memory"`` when it is in RAM, ``"memory+disk"``
-    when it is also durable on disk, and ``"disk"`` when :meth:`finalize`
-    writes the final state to disk.
-    """
-
-    name = "memory"
-
-    def __init__(self, store: CheckpointStore, on_commit: Callable[..., None], tier: MemoryTier, disk_every: int = 4):
-        if disk_every < 1:
-            raise ValueError(f"disk_every must be >= 1, got {disk_every}")
-        super().__init__(store, on_commit, "goodputlab-memory-ckpt")
-        self.tier = tier
-        self.disk_every = disk_every
-        cur = tier.current() or {}
-        # continue the previous worker's count, so restarts do not postpone the disk tier
-        self.saves_since_disk = int(cur.get("saves_since_disk", 0))
-        self._newest: tuple[int, int, Any, dict] | None = None  # (step, slot, skeleton, views)
-        self._newest_on_disk = True
-
-    def save(self, state: dict[str, Any], step: int) -> None:
-        from .snapshot import flatten
-
-        t = time.perf_counter()
-        self.last_wait_s = self.writer.wait()
-        skeleton, tensors = flatten(state)
-        slot = self.tier.free_slot()
-        views = self.tier.copy_in(slot, tensors)
-        self.last_snapshot_s = time.perf_counter() - t - self.last_wait_s
-        self.saves_since_disk += 1
-        to_disk = self.saves_since_disk >= self.disk_every
-        if to_disk:
-            self.saves_since_disk = 0
-        self._newest = (step, slot, skeleton, views)
-        self._newest_on_disk = to_disk
-        since_disk = self.saves_since_disk
-        self.writer.submit(lambda: self._publish(slot, step, skeleton, views, to_disk, since_disk))
-        self.last_blocking_s = time.perf_counter() - t
-        self.saves += 1
-
-    def _publish(self, slot: int, step: int, skeleton: Any, views: dict, to_disk: bool, since_disk: int) -> None:
-        from .snapshot import unflatten
-
-        t = time.perf_counter()
-        self.tier.publish(slot, step, skeleton, saves_since_disk=since_disk)
-        if to_disk:
-            self.store.save(unflatten(skeleton, views), step)
-        self.last_persist_s = time.perf_counter() - t
-        self.on_commit(step, tier="memory+disk" if to_disk else "memory")
-
-    def finalize(self) -> None:
-        """Wait for the save in flight, then make sure the newest state is on disk too."""
-        from .snapshot import unflatten
-
-        self.writer.wait()
-        if self._newest is not None and not self._newest_on_disk:
-            step, _, skeleton, views = self._newest
-            self.store.save(unflatten(skeleton, views), step)
-            self._newest_on_disk = True
-            self.on_commit(step, tier="disk")
-
-    def close(self) -> None:
-        super().close()
-        self._newest = None
-        self.tier.close()

@@ -45,8 +45,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import events as E
-from .theory import daly_interval
+from ..engine import events as E
+from ..theory import daly_interval
 
 PRIOR_MTBF_S = 60.0
 """Prior mean time between failures, seconds (the lab compresses time: failures every few seconds to minutes)."""
