@@ -29,7 +29,8 @@ The theory (all of it in :mod:`goodputlab.theory`; the ones the chapters use mos
 - :func:`human_duration`: ``"1h 12m"`` from seconds.
 
 Namespaces: :mod:`theory` (pure models), :mod:`experiments` (real runs set beside
-the theory), :mod:`charts` (Altair), :mod:`widgets` (ipywidgets panels),
+the theory), :mod:`efficiency` (goodput as statistical efficiency), :mod:`serving`
+(goodput in serving), :mod:`charts` (Altair), :mod:`widgets` (ipywidgets panels),
 :mod:`labs` (the workshop's checks); and :func:`record_metrics`, the line a
 notebook prints for its tests.
 
@@ -77,6 +78,8 @@ _API: dict[str, tuple[str, str | None]] = {
     "charts": (".charts", None),
     "widgets": (".widgets", None),
     "labs": (".labs", None),
+    "efficiency": (".efficiency", None),
+    "serving": (".serving", None),
 }
 
 

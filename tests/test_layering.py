@@ -56,8 +56,12 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("goodputlab.theory", 1),
     ("goodputlab.training.workload", 1),
     ("goodputlab.checkpoints.registry", 1),
-    ("goodputlab.efficiency", 1),  # the package and its analysis; the sweep trains (layer 3)
-    ("goodputlab.serving", 1),  # the package, SLOs, search, workload, analysis; the model parts below
+    ("goodputlab.efficiency.analysis", 1),
+    ("goodputlab.serving.slo", 1),
+    ("goodputlab.serving.search", 1),
+    ("goodputlab.serving.workload", 1),
+    ("goodputlab.serving.analysis", 1),
+    ("goodputlab.serving.config", 1),
     # 2 run records: what a run writes and reads, pure
     ("goodputlab.engine.events", 2),
     ("goodputlab.engine.ledger", 2),
@@ -70,13 +74,13 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("goodputlab.pipeline", 3),
     ("goodputlab.checkpoints", 3),
     ("goodputlab.engine.worker", 3),
-    ("goodputlab.efficiency.sweep", 3),
+    ("goodputlab.efficiency", 3),  # the sweep trains; the package offers it (loaded on first use)
     ("goodputlab.serving.kv", 3),
     ("goodputlab.serving.engine", 3),
     ("goodputlab.serving.worker", 3),
     # 4 launching: start and watch processes
     ("goodputlab.engine", 4),
-    ("goodputlab.serving.cluster", 4),
+    ("goodputlab.serving", 4),  # the launcher, and the package that offers it (loaded on first use)
     # 5 experiments: real runs beside the theory
     ("goodputlab.experiments", 5),
     # 6 the book

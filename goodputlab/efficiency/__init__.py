@@ -20,10 +20,13 @@ What lives here:
   target, tracking the noise scale as it goes; throughput is timed separately on the
   plain training step.
 
-Importing this package imports neither torch nor the sweep.
+Importing this package imports neither torch nor the sweep: ``run_sweep`` and ``SweepBar``
+load it on first use.
 """
 
 from __future__ import annotations
+
+import importlib
 
 from .analysis import (
     LR_RULES,
@@ -45,6 +48,17 @@ from .analysis import (
     statistical_efficiency,
 )
 
+_SWEEP = ("SweepBar", "run_sweep", "sweep")
+
+
+def __getattr__(name: str):
+    # the experiment loads (with torch) on first use: gl.efficiency.run_sweep(...)
+    if name not in _SWEEP:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(".sweep", __name__)
+    return module if name == "sweep" else getattr(module, name)
+
+
 __all__ = [
     "LR_RULES",
     "NoiseScaleTracker",
@@ -62,5 +76,7 @@ __all__ = [
     "report",
     "simple_noise_estimates",
     "simple_noise_scale",
+    "run_sweep",
     "statistical_efficiency",
+    "SweepBar",
 ]
