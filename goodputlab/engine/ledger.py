@@ -133,26 +133,43 @@ def surviving_executions(events: Iterable[dict]) -> set[tuple[int, int]]:
     }
 
 
+@dataclass(frozen=True)
+class _Log:
+    """An event log made ready to read: what every reading of it starts with, written once."""
+
+    in_order: list[dict]  # every event, sorted by time
+    events: list[dict]  # the same, less a killed worker's events stamped after its kill
+    survivors: set[tuple[int, int]]  # the step executions that are part of the final model
+    phases: list[dict]  # the phase events (each lasts until the next)
+
+
+def _read(events: Iterable[dict]) -> _Log:
+    """Sort by time, drop events after a kill, find the surviving step executions, pick the phases."""
+    in_order = sorted(events, key=lambda e: e["t"])
+    kept = _drop_after_kill(in_order)
+    return _Log(in_order, kept, surviving_executions(kept), [e for e in kept if e["kind"] in E.PHASES])
+
+
 def build_ledger(events: Iterable[dict]) -> Ledger:
     """Turn an event log into a :class:`Ledger`. Events may be in any order."""
-    events = sorted(events, key=lambda e: e["t"])
-    events = _drop_after_kill(events)
-    survivors = surviving_executions(events)
-    phases = [e for e in events if e["kind"] in E.PHASES]
-    buckets = C.empty_buckets()
+    return _ledger(_read(events))
+
+
+def _ledger(log: _Log) -> Ledger:
+    phases, buckets = log.phases, C.empty_buckets()
     segments: list[Segment] = []
     if not phases:
         return Ledger([], 0.0, buckets, [], False)
     t_start = phases[0]["t"]
     for cur, nxt in zip(phases, phases[1:]):
-        cat = _category(cur, survivors)
+        cat = _category(cur, log.survivors)
         seg = Segment(cur["t"] - t_start, nxt["t"] - t_start, cat, cur["attempt"], cur["kind"], cur.get("step"))
         if seg.duration > 0:
             segments.append(seg)
             buckets[cat] += seg.duration
     wall = phases[-1]["t"] - t_start
-    end = next((e for e in reversed(events) if e["kind"] == E.SUP_END), None)
-    failures = [e["t"] - t_start for e in events if e["kind"] == E.SUP_FAILURE]
+    end = next((e for e in reversed(log.events) if e["kind"] == E.SUP_END), None)
+    failures = [e["t"] - t_start for e in log.events if e["kind"] == E.SUP_FAILURE]
     return Ledger(segments, wall, buckets, failures, bool(end and end.get("completed")))
 
 
@@ -174,9 +191,8 @@ def summarize(events: Iterable[dict], config: dict[str, Any]) -> dict[str, Any]:
     steps_executed, final_loss, initial_loss, final_state_sha256, completed,
     stop_reason, attempts, config`` and details of the worker.
     """
-    events = sorted(events, key=lambda e: e["t"])
-    ledger = build_ledger(events)
-    survivors = surviving_executions(_drop_after_kill(events))
+    log = _read(events)
+    ledger, survivors, events = _ledger(log), log.survivors, log.in_order
     losses = {e["step"]: e["loss"] for e in events if e["kind"] == E.W_STEP_END and (e["attempt"], e["step"]) in survivors}
     finish = next((e for e in reversed(events) if e["kind"] == E.M_FINISH), None)
     end = next((e for e in reversed(events) if e["kind"] == E.SUP_END), {})
@@ -208,9 +224,8 @@ def summarize(events: Iterable[dict], config: dict[str, Any]) -> dict[str, Any]:
 
 def per_step(events: Iterable[dict]) -> list[dict[str, Any]]:
     """One row per step execution: attempt, step, data wait and compute seconds, loss, survived."""
-    events = _drop_after_kill(sorted(events, key=lambda e: e["t"]))
-    survivors = surviving_executions(events)
-    phases = [e for e in events if e["kind"] in E.PHASES]
+    log = _read(events)
+    events, survivors, phases = log.events, log.survivors, log.phases
     rows: dict[tuple[int, int], dict[str, Any]] = defaultdict(
         lambda: {"data_wait_s": 0.0, "compute_s": 0.0, "loss": None}
     )
@@ -230,8 +245,8 @@ def per_step(events: Iterable[dict]) -> list[dict[str, Any]]:
 
 def surviving_samples(events: Iterable[dict]) -> list[list[int]]:
     """The sample indices of every step of the final model, in step order."""
-    events = _drop_after_kill(sorted(events, key=lambda e: e["t"]))
-    survivors = surviving_executions(events)
+    log = _read(events)
+    events, survivors = log.events, log.survivors
     by_step = {
         e["step"]: e["samples"]
         for e in events
