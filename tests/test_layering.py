@@ -56,6 +56,8 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("goodputlab.theory", 1),
     ("goodputlab.training.workload", 1),
     ("goodputlab.checkpoints.registry", 1),
+    ("goodputlab.efficiency.noise", 1),
+    ("goodputlab.efficiency.sweep_config", 1),
     ("goodputlab.efficiency.analysis", 1),
     ("goodputlab.serving.slo", 1),
     ("goodputlab.serving.search", 1),

@@ -3,7 +3,7 @@
 The main CLI calls :func:`register` with its sub-parsers. Bad input raises
 :class:`~goodputlab.errors.ConfigError`, which the main CLI prints as one line and
 exits with 2; :data:`FLAGS` maps the error's ``field`` to the flag the user typed
-(each field of :class:`~goodputlab.efficiency.analysis.SweepConfig` is named after its
+(each field of :class:`~goodputlab.efficiency.sweep_config.SweepConfig` is named after its
 flag, so the main CLI's default mapping gives the same flag; a test checks both agree).
 """
 
@@ -13,14 +13,11 @@ import argparse
 import json
 from pathlib import Path
 
-from goodputlab.efficiency.analysis import (
-    DEFAULT_BATCH_SIZES,
-    DEFAULT_TARGET_LOSS,
-    LR_RULES,
-    SweepConfig,
-    parse_batch_sizes,
-    report,
-)
+from goodputlab.efficiency.analysis import report
+
+from goodputlab.efficiency.noise import LR_RULES
+
+from goodputlab.efficiency.sweep_config import DEFAULT_BATCH_SIZES, DEFAULT_TARGET_LOSS, SweepConfig, parse_batch_sizes
 from goodputlab.training.workload import PRESETS
 
 #: ConfigError.field -> command-line flag.

@@ -7,7 +7,8 @@ teaches the model less, so throughput x statistical efficiency peaks and falls.
 
 What lives here:
 
-- :mod:`goodputlab.efficiency.analysis` (pure: numpy only, no torch): the gradient noise
+- :mod:`goodputlab.efficiency.noise`, :mod:`~goodputlab.efficiency.sweep_config` and
+  :mod:`~goodputlab.efficiency.analysis` (pure: numpy only, no torch): the gradient noise
   scale (McCandlish et al. 2018, the "simple" estimator from squared gradient norms at
   two batch sizes, and an exponential-average tracker), Pollux's statistical efficiency
   and goodput, the learning-rate rules (linear, square root, AdaScale's gain), a model
@@ -28,25 +29,11 @@ from __future__ import annotations
 
 import importlib
 
-from .analysis import (
-    LR_RULES,
-    NoiseScaleTracker,
-    SweepAnalysis,
-    SweepConfig,
-    SweepResult,
-    Throughput,
-    ThroughputFit,
-    Trajectory,
-    adaptive_batch_sizes,
-    adascale_gain,
-    fit_throughput,
-    lr_factor,
-    optimal_batch_size,
-    report,
-    simple_noise_estimates,
-    simple_noise_scale,
-    statistical_efficiency,
-)
+from .analysis import SweepAnalysis, SweepResult, Throughput, Trajectory, adaptive_batch_sizes, report
+
+from .noise import LR_RULES, NoiseScaleTracker, ThroughputFit, adascale_gain, fit_throughput, lr_factor, optimal_batch_size, simple_noise_estimates, simple_noise_scale, statistical_efficiency
+
+from .sweep_config import SweepConfig
 
 _SWEEP = ("SweepBar", "run_sweep", "sweep")
 
