@@ -71,6 +71,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("goodputlab.engine.report", 2),
     ("goodputlab.engine.merge", 2),
     ("goodputlab.engine.recorder", 2),
+    ("goodputlab.engine.recording", 2),
     # 3 training: the worker process and what runs a model (torch lives here)
     ("goodputlab.training", 3),
     ("goodputlab.pipeline", 3),

@@ -22,7 +22,8 @@ import goodputlab as gl
 from goodputlab.engine import events as E
 from goodputlab.engine.ledger import build_ledger
 from goodputlab.engine.merge import job_attempts, merge_ranks
-from goodputlab.engine.recorder import EventLogError, EventLogWarning, RecorderError, read_log
+from goodputlab.engine.recorder import EventLogError, EventLogWarning, RecorderError
+from goodputlab.engine.recording import read_log
 
 ROOT = Path(__file__).resolve().parent.parent
 CATS = ("productive", "data_wait", "checkpoint_save", "checkpoint_restore", "lost_work", "restart", "startup", "other")

@@ -11,7 +11,8 @@
 - :mod:`~goodputlab.engine.report`: the breakdown as text.
 - :mod:`~goodputlab.engine.run_dir`: which folders a run may use, and its lock.
 - :mod:`~goodputlab.engine.interrupts`: Ctrl-C, SIGTERM and SIGHUP stop a run the same way.
-- :mod:`~goodputlab.engine.recorder`: the same event log from any training loop (``gl.Recorder``).
+- :mod:`~goodputlab.engine.recorder`: the same event log from any training loop (``gl.Recorder``);
+  :mod:`~goodputlab.engine.recording` reads it back.
 - :mod:`~goodputlab.engine.merge`: one job's log from the logs of its ranks.
 
 Importing the package loads nothing; each module loads on use, torch only in the worker.

@@ -176,7 +176,7 @@ def load_run(out: str | Path) -> RunResult:
     out = Path(out)
     if not (out / "summary.json").is_file():
         from .ledger import summarize
-        from .recorder import read_recording
+        from .recording import read_recording
 
         events, config = read_recording(out)
         return RunResult(out, summarize(events, config), events)
