@@ -238,6 +238,51 @@ class _MappedSlot:
         self.mm.close()
 
 
+def _copy_out_verified(mm: mmap.mmap, meta: dict, nbytes: int, target, slot: int) -> dict[str, Any]:
+    """Every tensor of a slot copied out of its mapping (to ``target`` when it was saved from a device of
+    that type, else to the CPU), each chunk's CRC-32 checked; ``ValueError`` on the first mismatch.
+
+    A helper thread checksums the chunks already copied, which are still in the CPU cache:
+    verification overlaps the copy instead of adding a second pass over the memory. Nothing is
+    returned unless every chunk matches.
+    """
+    import torch
+
+    expected = meta["chunk_crc32"]
+    tensors = {}
+    checks, view = [], None
+    try:
+        with ThreadPoolExecutor(max_workers=1) as helper:
+            submitted = 0
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "buffer is not writable": we only read, then copy
+                for e in meta["index"]:
+                    dtype = getattr(torch, e["dtype"], None)
+                    if not isinstance(dtype, torch.dtype):
+                        raise ValueError(f"unknown dtype {e['dtype']!r}")
+                    count = e["nbytes"] // dtype.itemsize
+                    where = target if e.get("device", "cpu") == target.type else torch.device("cpu")
+                    if count == 0:
+                        tensors[e["name"]] = torch.empty(e["shape"], dtype=dtype, device=where)
+                        continue
+                    view = torch.frombuffer(mm, dtype=dtype, count=count, offset=e["offset"])
+                    tensors[e["name"]] = view.view(e["shape"]).to(where, copy=True)
+                    del view
+                    done = (e["offset"] + e["nbytes"]) // CRC_CHUNK_BYTES  # chunks wholly copied so far
+                    if done > submitted:
+                        checks.append((submitted, helper.submit(_chunk_crcs, mm, nbytes, submitted, done)))
+                        submitted = done
+                checks.append((submitted, helper.submit(_chunk_crcs, mm, nbytes, submitted)))
+                for first, future in checks:
+                    for i, crc in enumerate(future.result(), start=first):
+                        if crc != expected[i]:
+                            raise ValueError(f"slot-{slot}.data CRC-32 mismatch in bytes {i * CRC_CHUNK_BYTES}+")
+    finally:
+        checks.clear()
+        view = None  # noqa: F841 a view left by an error would keep the mapping exported (its close would fail)
+    return tensors
+
+
 class MemoryTier:
     """Two slots of training state in a RAM directory, the newest complete one named by ``current.json``.
 
@@ -303,19 +348,33 @@ class MemoryTier:
         slot = cur.get("slot")
         if slot not in (0, 1):
             raise ValueError(f"current.json names slot {slot!r}")
+        meta = self._read_meta(slot, cur.get("meta_sha256"))
+        nbytes = _check_meta(meta, slot, self.max_file_bytes)
+        mm = self._map_data(slot, nbytes)
+        target = torch.device(device) if device is not None else torch.device("cpu")
+        try:
+            tensors = _copy_out_verified(mm, meta, nbytes, target, slot)
+        finally:
+            mm.close()
+        ckpt = Checkpoint(int(meta["step"]), self.root / f"slot-{slot}", tier="memory")
+        return ckpt, unflatten(meta["skeleton"], tensors)
+
+    def _read_meta(self, slot: int, sha256: str | None) -> Any:
+        """A slot's meta file, checked against the sha256 ``current.json`` gives, loaded through the allow-list."""
         try:
             meta_bytes = read_regular(self.root / f"slot-{slot}.meta", min(_META_MAX_BYTES, self.max_file_bytes))
         except FileNotFoundError:
             raise ValueError(f"slot-{slot}.meta missing") from None
         except UnsafeFileError as e:
             raise ValueError(str(e)) from None
-        if hashlib.sha256(meta_bytes).hexdigest() != cur.get("meta_sha256"):
+        if hashlib.sha256(meta_bytes).hexdigest() != sha256:
             raise ValueError(f"slot-{slot}.meta sha256 mismatch")
-        meta = safe_torch_load(meta_bytes, f"slot-{slot}.meta")
-        nbytes = _check_meta(meta, slot, self.max_file_bytes)
-        data_path = self.root / f"slot-{slot}.data"
+        return safe_torch_load(meta_bytes, f"slot-{slot}.meta")
+
+    def _map_data(self, slot: int, nbytes: int) -> mmap.mmap:
+        """A read-only mapping of a slot's data file (a regular file of at least ``nbytes``)."""
         try:
-            fd, size = open_regular(data_path, self.max_file_bytes)
+            fd, size = open_regular(self.root / f"slot-{slot}.data", self.max_file_bytes)
         except FileNotFoundError:
             raise ValueError(f"slot-{slot}.data missing") from None
         except UnsafeFileError as e:
@@ -323,48 +382,9 @@ class MemoryTier:
         try:
             if size < nbytes:
                 raise ValueError(f"slot-{slot}.data has {size} bytes, needs {nbytes}")
-            mm = mmap.mmap(fd, max(nbytes, 1), mmap.MAP_SHARED, mmap.PROT_READ)
+            return mmap.mmap(fd, max(nbytes, 1), mmap.MAP_SHARED, mmap.PROT_READ)
         finally:
             os.close(fd)
-        expected = meta["chunk_crc32"]
-        target = torch.device(device) if device is not None else torch.device("cpu")
-        tensors = {}
-        # Copy the tensors out (this thread) while a helper thread checksums the chunks already
-        # copied, which are still in the CPU cache: verification overlaps the copy instead of
-        # adding a second pass over the memory. Nothing is returned unless every chunk matches.
-        checks, view = [], None
-        try:
-            with ThreadPoolExecutor(max_workers=1) as helper:
-                submitted = 0
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", UserWarning)  # "buffer is not writable": we only read, then copy
-                    for e in meta["index"]:
-                        dtype = getattr(torch, e["dtype"], None)
-                        if not isinstance(dtype, torch.dtype):
-                            raise ValueError(f"unknown dtype {e['dtype']!r}")
-                        count = e["nbytes"] // dtype.itemsize
-                        where = target if e.get("device", "cpu") == target.type else torch.device("cpu")
-                        if count == 0:
-                            tensors[e["name"]] = torch.empty(e["shape"], dtype=dtype, device=where)
-                            continue
-                        view = torch.frombuffer(mm, dtype=dtype, count=count, offset=e["offset"])
-                        tensors[e["name"]] = view.view(e["shape"]).to(where, copy=True)
-                        del view
-                        done = (e["offset"] + e["nbytes"]) // CRC_CHUNK_BYTES  # chunks wholly copied so far
-                        if done > submitted:
-                            checks.append((submitted, helper.submit(_chunk_crcs, mm, nbytes, submitted, done)))
-                            submitted = done
-                    checks.append((submitted, helper.submit(_chunk_crcs, mm, nbytes, submitted)))
-                    for first, future in checks:
-                        for i, crc in enumerate(future.result(), start=first):
-                            if crc != expected[i]:
-                                raise ValueError(f"slot-{slot}.data CRC-32 mismatch in bytes {i * CRC_CHUNK_BYTES}+")
-        finally:
-            checks.clear()
-            view = None  # a view left by an error would keep the mapping exported
-            mm.close()
-        ckpt = Checkpoint(int(meta["step"]), self.root / f"slot-{slot}", tier="memory")
-        return ckpt, unflatten(meta["skeleton"], tensors)
 
     # --- writing --------------------------------------------------------------------------
     def free_slot(self) -> int:
