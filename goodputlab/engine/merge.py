@@ -101,7 +101,16 @@ def merge_ranks(ranks: Mapping[int, Sequence[dict]]) -> list[dict]:
     participants: dict[int, set[int]] = {}
     for (rank, _), job in attempt_of.items():
         participants.setdefault(job, set()).add(rank)
+    t_end = max(e["t"] for evs in ranks.values() for e in evs)
+    out = _job_phases(ranks, attempt_of, participants, t_end)
+    out.extend(_job_commits(ranks, attempt_of))
+    out.extend(_job_end(ranks, participants, t_end))
+    out.sort(key=lambda e: e["t"])  # stable: the end stays last
+    return out
 
+
+def _job_phases(ranks, attempt_of, participants, t_end: float) -> list[dict]:
+    """The job's phases: at each instant, the phase of the rank that holds the job back most."""
     # every rank's phases, in time order, relabelled with the job's attempt
     changes = sorted(
         (e["t"], rank, n, {**e, "attempt": attempt_of[(rank, e["attempt"])], "rank": rank})
@@ -109,7 +118,6 @@ def merge_ranks(ranks: Mapping[int, Sequence[dict]]) -> list[dict]:
         for n, e in enumerate(evs)  # n keeps a rank's events at one instant in file order
         if e["kind"] in E.PHASES
     )
-    t_end = max(e["t"] for evs in ranks.values() for e in evs)
     current: dict[int, dict] = {}  # rank -> its phase now
     job = 0
     out: list[dict] = []
@@ -133,13 +141,16 @@ def merge_ranks(ranks: Mapping[int, Sequence[dict]]) -> list[dict]:
                 worst = (key, e)
         e = worst[1]
         if e["kind"] == E.SUP_END and t >= t_end:
-            continue  # the job's own end is added below
+            continue  # the job's own end is added by _job_end
         state = (e["kind"], e["attempt"], e.get("step"))
         if state != last_key:
             out.append({**e, "t": t})
             last_key = state
+    return out
 
-    # markers: each checkpoint once, when its last rank committed it
+
+def _job_commits(ranks, attempt_of) -> list[dict]:
+    """Each checkpoint once, when its last rank committed it."""
     commits: dict[tuple[int, int], dict] = {}
     for rank, evs in ranks.items():
         for e in evs:
@@ -147,14 +158,18 @@ def merge_ranks(ranks: Mapping[int, Sequence[dict]]) -> list[dict]:
                 key = (attempt_of[(rank, e["attempt"])], e["ckpt_step"])
                 if key not in commits or e["t"] > commits[key]["t"]:
                     commits[key] = {**e, "attempt": key[0], "rank": rank}
-    out.extend(commits.values())
+    return list(commits.values())
 
+
+def _job_end(ranks, participants, t_end: float) -> list[dict]:
+    """The job's ``finish`` (when every rank of its last attempt completed) and its ``end``."""
     last_job = max(participants)
     final_ends = []
     for rank in participants[last_job]:
         ends = [e for e in ranks[rank] if e["kind"] == E.SUP_END]
         final_ends.append(ends[-1] if ends else {"completed": False, "reason": "no end"})
     completed = all(e.get("completed", False) for e in final_ends)
+    out = []
     if completed:
         finishes = [e for evs in ranks.values() for e in evs if e["kind"] == E.M_FINISH]
         steps = max((e.get("step") or 0 for e in finishes), default=0)
@@ -173,5 +188,4 @@ def merge_ranks(ranks: Mapping[int, Sequence[dict]]) -> list[dict]:
             "resume_step": None if completed else newest_common_checkpoint(ranks),
         }
     )
-    out.sort(key=lambda e: e["t"])  # stable: the end stays last
     return out
