@@ -11,15 +11,16 @@ The layers, lowest first (docs/ARCHITECTURE.md has the same table). A module may
 its own layer and the ones below, never one above:
 
 ====  =================  =====================================================================
- 0    foundation         errors, validate, categories (pure)
- 1    theory, workload   theory.*, workload: the models and what is trained (pure, numpy only)
- 2    run records        events, ledger, config, report: what a run writes and reads (pure)
- 3    training           model, data, prefetch, snapshot, the checkpoint family, adaptive,
-                         worker: the worker process; torch lives here
- 4    launching          supervisor, api: start and watch worker processes
+ 0    foundation         errors, validate, categories, safe_io, procs (pure)
+ 1    models             theory.*, training.workload, checkpoints.registry, the pure parts of
+                         efficiency and serving (numpy at most)
+ 2    run records        engine.events, ledger, config, report, merge, recorder, recording (pure)
+ 3    training           training.*, pipeline.*, checkpoints.*, engine.worker, the efficiency
+                         sweep, serving's model side: torch lives here
+ 4    launching          engine.supervisor, api, run_dir, interrupts; serving.cluster
  5    experiments        experiments.*: real runs set beside the theory
  6    book               charts.*, widgets.*, labs.*, notebook
- 7    command line       cli, cli_theory
+ 7    command line       cli.*
  8    the public API     goodputlab (its __init__ loads names lazily)
 ====  =================  =====================================================================
 
@@ -131,10 +132,6 @@ NOTEBOOK_FACING = {
 #: name a run asks for): they may import any of their submodules, and the graph says so.
 DYNAMIC_LOADERS = ("goodputlab.checkpoints.strategies",)
 
-#: Stage 1 of the layout work (issue 9) leaves the engine's core files where they are while
-#: the security fixes land; these are the edges they still have against the rules, each
-#: removed in stage 2 (then this allow-list is empty).
-ALLOWED_EXCEPTIONS: set[tuple[str, str]] = set()
 
 
 def _is_relevant(name: str) -> bool:
@@ -236,8 +233,6 @@ def _edges(include_torch: bool = False):
         for target in sorted(targets):
             if target == "torch" and not include_torch:
                 continue
-            if (source, target) in ALLOWED_EXCEPTIONS:
-                continue
             yield source, target
 
 
@@ -315,9 +310,12 @@ def test_torch_only_where_training_happens():
     assert not pure, pure
 
 
-def test_the_allow_list_holds_only_edges_that_exist():
-    stale = [e for e in ALLOWED_EXCEPTIONS if e[1] not in GRAPH.get(e[0], set())]
-    assert not stale, f"remove these from ALLOWED_EXCEPTIONS, they are gone: {stale}"
+def test_every_package_folder_is_a_package():
+    """A folder of modules without ``__init__.py`` is a namespace package: it imports from a checkout,
+    but the installed package (``packages.find``) leaves it out."""
+    folders = {p.parent for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts}
+    missing = sorted(str(f.relative_to(ROOT)) for f in folders if not (f / "__init__.py").exists())
+    assert not missing, missing
 
 
 @pytest.mark.parametrize(
