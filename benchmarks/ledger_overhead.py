@@ -30,8 +30,8 @@ from goodputlab.engine.config import RunConfig  # noqa: E402
 from goodputlab.pipeline.loader import SlowStorageDataset, StepSampler, data_file, make_loader  # noqa: E402
 from goodputlab.engine.events import EventWriter  # noqa: E402
 from goodputlab.training.workload import PRESETS  # noqa: E402
-from goodputlab.engine.worker import train_step  # noqa: E402
-from goodputlab.training.objects import build_training, make_deterministic, resolve_device
+from goodputlab.training.step import train_step  # noqa: E402
+from goodputlab.training.objects import build_training, make_deterministic, resolve_device  # noqa: E402
 
 
 def main(argv=None) -> int:
