@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from goodputlab.stall import STRATEGIES  # noqa: E402
+from goodputlab.experiments.checkpoint_stall import STRATEGIES  # noqa: E402
 
 MB = 1e6
 
@@ -70,7 +70,7 @@ class Runner:
     def __call__(self, what: str, model: str, strategy: str = "sync", saves: int = 5, probe: bool = True) -> dict:
         if self.in_process:
             return self._here(what, model, strategy, saves, probe)
-        cmd = [sys.executable, "-m", "goodputlab.stall", what, "--model", model, "--strategy", strategy,
+        cmd = [sys.executable, "-m", "goodputlab.experiments.checkpoint_stall", what, "--model", model, "--strategy", strategy,
                "--device", self.device, "--saves", str(saves), "--root", str(self.root)]
         if not probe:
             cmd.append("--no-probe")
@@ -86,7 +86,7 @@ class Runner:
     def _here(self, what, model, strategy, saves, probe) -> dict:
         import torch
 
-        from goodputlab import stall
+        from goodputlab.experiments import checkpoint_stall as stall
 
         if self.threads:
             torch.set_num_threads(self.threads)

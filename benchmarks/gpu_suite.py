@@ -83,7 +83,7 @@ def stall_stage(device: str, models: str, saves: int, leak_model: str, leak_save
 
 def runs_stage(device: str, model: str, steps: int, ckpt_every: int, kills: tuple[int, ...], strategies, root: Path) -> dict:
     import goodputlab as gl
-    from goodputlab import strategy_compare as sc
+    from goodputlab.experiments import strategy_compare as sc
 
     out = {}
     base = gl.RunConfig(model=model, device=device, steps=steps, ckpt_every=ckpt_every, kill_at_steps=kills,
@@ -111,7 +111,7 @@ def runs_stage(device: str, model: str, steps: int, ckpt_every: int, kills: tupl
 def pipeline_stage(device: str, model: str, steps: int, step_s: float, root: Path) -> dict:
     """Stall anatomy of a one-worker loader whose storage is 1.5x slower than the step, and the model beside it."""
     import goodputlab as gl
-    from goodputlab import pipeline as pl
+    from goodputlab.experiments import data_stall as pl
 
     load_ms = round(1.5 * step_s * 1000, 1)
     config = gl.RunConfig(model=model, device=device, steps=steps, workers=1, prefetch=2, io_latency_ms=load_ms,
@@ -121,8 +121,8 @@ def pipeline_stage(device: str, model: str, steps: int, step_s: float, root: Pat
     anatomy = pl.stall_anatomy(config, out=root / "anatomy")
     print(anatomy.table(), flush=True)
     calibration = pl.calibrate(anatomy.loops["compute_only"], anatomy.loops["prep_only"])
-    predicted = pl.predict_run(config, calibration)
-    replayed = pl.predict_run(config, calibration, step_times_s=pl.busy_times_s(anatomy.results["full"]))
+    predicted = pl.predict_stall_for(config, calibration)
+    replayed = pl.predict_stall_for(config, calibration, step_times_s=pl.busy_times_s(anatomy.results["full"]))
     full = anatomy.loops["full"]
     print(f"data wait share: measured {full.wait_share:.1%}; model a priori (compute-only step time) "
           f"{predicted.wait_share:.1%}, error {100 * abs(full.wait_share - predicted.wait_share):.1f} pts; "

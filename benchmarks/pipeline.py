@@ -16,7 +16,7 @@ Two predictions stand beside each measurement:
 - *a priori*: the model with ``S`` from the compute-only run (what you would predict
   before running);
 - *replay*: the model fed this run's own busy time of every step
-  (:func:`goodputlab.pipeline.busy_times_s`), which isolates the loader model from
+  (:func:`goodputlab.experiments.data_stall.busy_times_s`), which isolates the loader model from
   drifts of the step time. On a shared machine other processes change ``S`` from run
   to run; the last calibration run repeats the compute-only one to show the drift.
 
@@ -41,9 +41,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from goodputlab import pipeline as P
-from goodputlab.api import run
-from goodputlab.config import RunConfig
+from goodputlab.experiments import data_stall as P
+from goodputlab.theory.data_stall import supply_ratio
+from goodputlab.engine.api import run
+from goodputlab.engine.config import RunConfig
 
 AIM_SUPPLY = 1.2  # supply / appetite at or above which the aim is "data wait < 2%"
 AIM_SHARE = 0.02
@@ -121,10 +122,10 @@ def main(argv: list[str] | None = None) -> int:
             transform_ms=args.transform_ms,
         )
         result, measured = measure(config, root, f"sweep-{i:02d}")
-        a_priori = P.predict_run(config, cal)
-        replay = P.predict_run(config, cal, step_times_s=P.busy_times_s(result))
+        a_priori = P.predict_stall_for(config, cal)
+        replay = P.predict_stall_for(config, cal, step_times_s=P.busy_times_s(result))
         # the appetite the loader actually faced: this run's own step time (other processes move it)
-        supply = P.supply_ratio(latency_ms / 1000, args.transform_ms / 1000, workers, measured.busy_per_step_s, cal.read_s)
+        supply = supply_ratio(latency_ms / 1000, args.transform_ms / 1000, workers, measured.busy_per_step_s, cal.read_s)
         row = {
             "latency_ms": latency_ms,
             "workers": workers,

@@ -1,6 +1,6 @@
 """How fast is the simulator at Llama 3 scale?
 
-Times :func:`goodputlab.simulate.simulate` for 16,384 GPUs x 54 days x 1,000
+Times :func:`goodputlab.theory.simulate` for 16,384 GPUs x 54 days x 1,000
 trials at Llama 3's interruption rate (466 in 54 days), with Llama-3-like
 checkpoint settings, and prints the time and the resulting figures.
 
@@ -13,7 +13,7 @@ import dataclasses
 import time
 
 from goodputlab import theory
-from goodputlab.simulate import SimConfig, simulate
+from goodputlab.theory import SimConfig, simulate
 
 
 def llama3_config(seed: int = 0) -> SimConfig:

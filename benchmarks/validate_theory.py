@@ -33,7 +33,7 @@ import sys
 import time
 
 from goodputlab import theory
-from goodputlab.measure import SweepRun, mean_timings, pool_sweep, run_sweep
+from goodputlab.experiments.interval_sweep import SweepRun, mean_timings, pool_sweep, run_sweep
 
 FULL = dict(intervals=(1, 5, 25, 100, 400), seeds=(0, 1, 2), steps=400, mtbf=8.0)
 QUICK = dict(intervals=(2, 20, 120), seeds=(0,), steps=120, mtbf=8.0)

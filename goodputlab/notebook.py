@@ -13,17 +13,10 @@ site show nothing for it), and the cell is hidden (tools/execute_notebooks.py ta
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
-SMOKE_ENV = "GOODPUTLAB_SMOKE"
 METRICS_MIMETYPE = "application/vnd.goodputlab.metrics+json"
 _PREFIX = "GOODPUTLAB_METRICS "  # the printed form, read from notebooks executed before the MIME type
-
-
-def smoke() -> bool:
-    """True when the environment asks for a fast run (CI, the tests)."""
-    return os.environ.get(SMOKE_ENV) == "1"
 
 
 def record_metrics(**metrics: Any) -> None:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from goodputlab.pipeline import emulated_latencies
+from goodputlab.theory.data_stall import emulated_latencies
 
 from conftest import widget_views
 

@@ -6,6 +6,7 @@ import pytest
 
 from goodputlab import theory
 from goodputlab.categories import CATEGORIES, COLORS
+from goodputlab.charts import cluster as cc
 from goodputlab.charts import theory as tc
 from goodputlab.errors import ConfigError
 from goodputlab.theory import RunTimings
@@ -83,7 +84,7 @@ def test_breakdown_side_by_side_uses_the_ledger_colours():
 
 
 def test_cause_chart_is_table_5():
-    chart = tc.cause_chart()
+    chart = cc.cause_chart()
     assert params_of(chart) == ["component_pick"]
     rows = chart_rows(chart)
     assert sum(r["count"] for r in rows) == 419
@@ -91,10 +92,10 @@ def test_cause_chart_is_table_5():
 
 
 def test_cluster_mtbf_is_one_over_n():
-    rows = tc.cluster_mtbf_rows(1000 * 3600.0, sizes=[1, 10, 1000])
+    rows = cc.cluster_mtbf_rows(1000 * 3600.0, sizes=[1, 10, 1000])
     assert [r["job_mtbf_h"] for r in rows] == pytest.approx([1000, 100, 1])
     assert rows[2]["failures_per_day"] == pytest.approx(24)
-    chart = tc.cluster_mtbf_chart([1e8, 2e8], highlight_devices=4096)
+    chart = cc.cluster_mtbf_chart([1e8, 2e8], highlight_devices=4096)
     assert params_of(chart) == ["size_hover"]
     llama = [r for r in chart_rows(chart) if "Llama 3" in str(r.get("label", ""))]
     assert llama[0]["job_mtbf_h"] == pytest.approx(theory.llama3_mtbf_s() / 3600)
@@ -105,5 +106,5 @@ def test_cost_grid_chart_outlines_cells_above_the_threshold():
     grid = theory.llama3_cost_grid([600, 7200], [300, 1800], save_s=5.0)
     assert [r["x_label"] for r in grid[:2]] == ["10 min", "2 h"]
     assert grid[0]["goodput"] == pytest.approx(theory.daly_goodput(600, 5.0, 300, theory.llama3_mtbf_s()))
-    rows = chart_rows(tc.goodput_grid_chart(grid, threshold=0.9))
+    rows = chart_rows(cc.goodput_grid_chart(grid, threshold=0.9))
     assert sum(r["meets"] for r in rows) == sum(g["goodput"] >= 0.9 for g in grid) == 1

@@ -4,19 +4,18 @@ import math
 
 import pytest
 
-from goodputlab import events as E
-from goodputlab.config import RunConfig
+from goodputlab.engine import events as E
+from goodputlab.engine.config import RunConfig
 from goodputlab.errors import ConfigError
-from goodputlab.measure import (
+from goodputlab.experiments.interval_sweep import (
     SweepRun,
     failure_draws,
     measure_timings,
     pool_sweep,
     predict_measured,
-    textbook_goodput,
 )
-from goodputlab.supervisor import poisson_failure_rng
-from goodputlab.theory import RunPrediction, RunTimings, daly_goodput
+from goodputlab.engine.supervisor import poisson_failure_rng
+from goodputlab.theory import RunPrediction, RunTimings, daly_goodput, textbook_goodput
 
 
 def ev(t, attempt, kind, step=None, **fields):

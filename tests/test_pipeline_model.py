@@ -5,23 +5,23 @@ import math
 import numpy as np
 import pytest
 
-from goodputlab.config import RunConfig
-from goodputlab.data import SlowStorageDataset, StepSampler, data_file, make_loader
+from goodputlab.engine.config import RunConfig
+from goodputlab.pipeline.loader import SlowStorageDataset, StepSampler, data_file, make_loader
 from goodputlab.errors import ConfigError
-from goodputlab.pipeline import (
+from goodputlab.theory.data_stall import (
     batch_bytes,
     cpu_bound_period_s,
     depth_for_share,
     emulated_latencies,
     pipeline_memory_bytes,
-    predict,
+    predict_stall,
     simulate_waits,
     steady_state_wait_s,
     supply_ratio,
     workers_needed,
 )
-from goodputlab.prefetch import DevicePrefetcher, device_batches
-from goodputlab.workload import PRESETS
+from goodputlab.pipeline.prefetch import DevicePrefetcher, device_batches
+from goodputlab.training.workload import PRESETS
 
 MS = 1e-3
 
@@ -136,7 +136,7 @@ def test_deeper_prefetch_never_waits_longer():
 
 def test_prediction_share_by_hand():
     # 2 workers, 40 ms reads, 10 ms step: period 20 ms, wait 10 ms: half the loop is waiting
-    pred = predict(40 * MS, 0.0, 2, 2, 10 * MS, steps=400, batch_size=16)
+    pred = predict_stall(40 * MS, 0.0, 2, 2, 10 * MS, steps=400, batch_size=16)
     assert pred.wait_share == pytest.approx(0.5, abs=0.01)
     assert pred.samples_per_s == pytest.approx(16 / 0.020, rel=0.01)
     assert pred.ceiling_samples_per_s == pytest.approx(16 / 0.010)

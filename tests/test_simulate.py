@@ -6,10 +6,11 @@ import math
 import numpy as np
 import pytest
 
-from goodputlab import cli_theory, theory
+from goodputlab import theory
+from goodputlab.cli import theory as cli_theory
 from goodputlab.categories import CATEGORIES
 from goodputlab.errors import ConfigError
-from goodputlab.simulate import SimConfig, _compute_and_durable, simulate
+from goodputlab.theory.simulator import SimConfig, _compute_and_durable, simulate
 
 HOUR = 3600.0
 DAY = 86400.0
@@ -292,7 +293,7 @@ def test_json_rows_and_progress(capsys):
     result = simulate(llama3(trials=20, save_s=30.0, restart_s=300.0), progress=seen.append, tqdm=True)
     assert seen and seen[-1] == pytest.approx(1.0) and seen == sorted(seen)
     data = json.loads(result.to_json())
-    assert set(data) == {"goodput_mean", "goodput_p5", "goodput_p95", "interruptions_mean", "buckets"}
+    assert set(data) == {"config", "goodput_mean", "goodput_p5", "goodput_p95", "interruptions_mean", "buckets"}
     assert list(data["buckets"]) == list(CATEGORIES)
     assert data["goodput_p5"] <= data["goodput_mean"] <= data["goodput_p95"]
     rows = result.breakdown_rows(run="sim")
@@ -356,7 +357,7 @@ CLI_ARGS = ["simulate", "--devices", "16384", "--device-mtbf-h", "45565", "--day
 def test_cli_simulate_json(capsys):
     assert cli_theory.main(CLI_ARGS + ["--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert set(data) == {"goodput_mean", "goodput_p5", "goodput_p95", "interruptions_mean", "buckets"}
+    assert set(data) == {"config", "goodput_mean", "goodput_p5", "goodput_p95", "interruptions_mean", "buckets"}
     assert sum(data["buckets"].values()) == pytest.approx(54 * DAY, rel=1e-6)
     assert data["goodput_mean"] > 0.9
 

@@ -22,7 +22,8 @@ from conftest import ROOT
 from goodputlab import charts
 from goodputlab.charts import static
 from goodputlab.notebook import METRICS_MIMETYPE, read_metrics, record_metrics
-from goodputlab.widgets import PanelView, chart_widget, panel_static_parts
+from goodputlab.widgets import PanelView, chart_widget
+from goodputlab.widgets.common import panel_static_parts
 
 sys.path.insert(0, str(ROOT / "tools"))
 import execute_notebooks as EN  # noqa: E402

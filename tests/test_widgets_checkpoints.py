@@ -4,7 +4,7 @@ import pytest
 
 from goodputlab.charts.checkpoints import goodput_vs_interval, save_anatomy, strategy_timelines
 from goodputlab.errors import ConfigError
-from goodputlab.strategy_compare import goodput_curves, optimum, save_cost_s, step_s
+from goodputlab.experiments.strategy_compare import goodput_curves, optimum, save_cost_s, step_s
 from goodputlab.widgets.checkpoints import DEFAULT_RESTART_S, CheckpointPanel
 
 from conftest import chart_rows

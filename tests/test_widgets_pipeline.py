@@ -4,7 +4,8 @@ import pytest
 
 from goodputlab.charts.pipeline import anatomy_chart, depth_curve, model_vs_measured
 from goodputlab.errors import ConfigError
-from goodputlab.pipeline import Calibration, LoopStats, StallAnatomy
+from goodputlab.experiments.data_stall import LoopStats, StallAnatomy
+from goodputlab.theory.data_stall import Calibration
 from goodputlab.widgets.pipeline import DepthCalculator, PipelinePanel
 
 from conftest import chart_rows

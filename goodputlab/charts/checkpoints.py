@@ -17,7 +17,7 @@ STRATEGY_SCALE = alt.Scale(domain=list(STRATEGY_COLORS), range=list(STRATEGY_COL
 def save_anatomy(rows: Iterable[Mapping[str, Any]], width: int = 560) -> alt.Chart:
     """Each strategy's save split into what blocks training and what runs in the background (milliseconds).
 
-    ``rows`` are :func:`goodputlab.stall.measure_strategy` results (``strategy``,
+    ``rows`` are :func:`goodputlab.experiments.checkpoint_stall.measure_strategy` results (``strategy``,
     ``blocking_s``, ``durable_s``).
     """
     data = []
@@ -51,7 +51,7 @@ def save_anatomy(rows: Iterable[Mapping[str, Any]], width: int = 560) -> alt.Cha
 def strategy_timelines(results: Mapping[str, Any], width: int = 620) -> alt.VConcatChart:
     """The run of each strategy as a timeline (``goodputlab.charts.timeline``), stacked on one time axis.
 
-    ``results`` maps a strategy to its :class:`~goodputlab.api.RunResult`.
+    ``results`` maps a strategy to its :class:`~goodputlab.engine.api.RunResult`.
     """
     panels = []
     for name, result in results.items():
@@ -77,7 +77,7 @@ def goodput_vs_interval(
 ) -> alt.LayerChart:
     """Goodput (Daly's model) versus checkpoint interval, one curve per strategy, log-scaled interval.
 
-    ``curve_rows``: :func:`goodputlab.strategy_compare.goodput_curves`. ``optima``:
+    ``curve_rows``: :func:`goodputlab.experiments.strategy_compare.goodput_curves`. ``optima``:
     ``{strategy: optimum(...)}``, drawn as diamonds. ``measured``: rows
     ``{strategy, interval_s, goodput}`` from real runs, drawn as circles.
     ``chosen_interval_s`` draws a vertical rule (the panel's slider). Click a

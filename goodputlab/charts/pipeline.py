@@ -10,8 +10,8 @@ from ..categories import COLORS
 from .runs import timeline
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..api import RunResult
-    from ..pipeline import StallAnatomy
+    from ..engine.api import RunResult
+    from ..experiments.data_stall import StallAnatomy
 
 #: Colours of the parts of a step period (compute and data wait as in the ledger's charts).
 PART_COLORS = {

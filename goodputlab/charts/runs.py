@@ -7,8 +7,8 @@ from typing import Any, Iterable, Mapping
 import altair as alt
 
 from ..categories import CATEGORIES, COLORS
-from ..ledger import Ledger, Segment
-from . import CATEGORY_SCALE
+from ..engine.ledger import Ledger, Segment
+from .base import CATEGORY_SCALE
 
 
 def _readable_segments(segments: list[Segment], wall_s: float, width_px: int) -> list[Segment]:

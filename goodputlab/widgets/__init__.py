@@ -1,5 +1,8 @@
 """ipywidgets panels for the chapters: controls that re-run real experiments and redraw charts.
 
+Every chapter's panels are re-exported here (``gl.widgets.ClusterPanel``); what
+they share is in :mod:`~goodputlab.widgets.common`.
+
 Each panel keeps its logic in plain methods (``run_once``, ``redraw``...) so the
 tests can set ``slider.value`` and call them directly: an exception inside an
 ipywidgets callback only logs a warning, so a test of the callback alone
@@ -8,163 +11,28 @@ would pass while the panel is broken.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Callable
+from .checkpoints import CheckpointPanel  # chapter 4
+from .common import PanelView, RunControls, big_number, chart_widget, set_big_number, show_panel
+from .efficiency import EfficiencyPanel  # chapter 8
+from .pipeline import DepthCalculator, PipelinePanel  # chapter 5
+from .run_panel import RunPanel  # chapter 1
+from .serving import ServingPanel  # chapter 9
+from .theory import CheckpointCalculator, ClusterPanel, IntervalPanel  # chapters 2 and 3
 
-import altair as alt
-import ipywidgets as W
-
-from ..errors import ConfigError
-
-
-def chart_widget(chart: alt.TopLevelMixin) -> alt.JupyterChart:
-    """An offline ``alt.JupyterChart`` (update it in place by assigning ``.chart``); displayed, it
-    also carries a static PNG of its chart (:class:`goodputlab.charts.static.LiveChart`)."""
-    from ..charts.static import LiveChart
-
-    return LiveChart(chart)
-
-
-def _settings_text(widget: W.Widget) -> str | None:
-    """``description value`` of a control, for the static figure of a panel."""
-    if isinstance(widget, (W.Button, W.IntProgress, W.FloatProgress, W.HTML, W.Label)):
-        return None
-    if not isinstance(widget, W.ValueWidget) or not getattr(widget, "description", ""):
-        return None
-    value = widget.value
-    if hasattr(widget, "options") and hasattr(widget, "label") and widget.label is not None:
-        value = widget.label
-    text = f"{value:.4g}" if isinstance(value, float) else str(value)
-    return f"{widget.description}: {text}"
-
-
-def _strip_tags(markup: str) -> str:
-    import html
-    import re
-
-    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", markup)).split())
-
-
-def panel_static_parts(widget: W.Widget) -> list:
-    """What a panel shows now, for its static figure: one line of its settings, then its headline
-    numbers, status lines and charts, in the order the panel lays them out."""
-    from ..charts.static import LiveChart
-
-    settings: list[str] = []
-    shown: list = []
-
-    def walk(w):
-        if isinstance(w, W.Box):
-            for child in w.children:
-                walk(child)
-        elif isinstance(w, LiveChart) or isinstance(w, alt.JupyterChart):
-            if w.chart is not None:
-                shown.append(w.chart)
-        elif isinstance(w, W.HTML):
-            text = _strip_tags(w.value)
-            if text:
-                shown.append((text, 15, True))
-        elif isinstance(w, W.Label):
-            if w.value:
-                shown.append(w.value)
-        else:
-            text = _settings_text(w)
-            if text:
-                settings.append(text)
-
-    walk(widget)
-    lines, line = [], ""
-    for s in settings:  # wrap the settings into lines of about 110 characters
-        if line and len(line) + len(s) > 110:
-            lines.append(line)
-            line = ""
-        line = f"{line}  |  {s}" if line else s
-    if line:
-        lines.append(line)
-    return [(text, 12, False) for text in lines] + shown
-
-
-class PanelView:
-    """Display a panel's widget tree live, with a static figure of its current state (settings,
-    headline, charts) in the same output: the figure is what a reader without a kernel sees."""
-
-    def __init__(self, widget: W.Widget):
-        self.widget = widget
-
-    def _repr_mimebundle_(self, **kwargs):
-        from ..charts import static
-
-        bundle = self.widget._repr_mimebundle_(**kwargs)
-        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
-        try:
-            parts = panel_static_parts(self.widget)
-            image, image_metadata = static.image_entry(static.stack_png(parts))
-        except Exception as e:  # the live panel still works; the committed-notebook test catches a missing figure
-            import warnings
-
-            warnings.warn(f"no static figure for a panel: {e}", stacklevel=2)
-            return bundle
-        text = next((p[0] for p in parts if isinstance(p, tuple) and p[1] > 12), "")
-        return {**data, **image, "text/plain": f"<panel: {text}>" if text else "<panel>"}, {
-            **(metadata or {}), **image_metadata}
-
-
-def show_panel(widget: W.Widget) -> None:
-    """What a panel's ``_ipython_display_`` does: the live widgets, with a static figure beside."""
-    from IPython.display import display
-
-    display(PanelView(widget))
-
-
-def big_number(label: str) -> W.HTML:
-    """An HTML widget for a headline figure such as the goodput."""
-    return W.HTML(value=f"<b>{label}</b>")
-
-
-def set_big_number(widget: W.HTML, label: str, value: str, note: str = "") -> None:
-    widget.value = (
-        f"<div style='font-size:1.1em'>{label} <span style='font-size:1.8em;font-weight:bold'>{value}</span>"
-        f" <span style='color:#666'>{note}</span></div>"
-    )
-
-
-class RunControls:
-    """The Run button, progress bar and status line of a panel that starts real runs."""
-
-    def __init__(self, steps: int):
-        self.button = W.Button(description="Run", button_style="primary", icon="play")
-        self.progress = W.IntProgress(value=0, min=0, max=steps, description="steps")
-        self.status = W.Label(value="")
-        self.widget = W.HBox([self.button, self.progress, self.status])
-
-    def on_progress(self, p) -> None:
-        """Follow a run (a :class:`goodputlab.supervisor.Progress`): the bar falls back after a failure."""
-        self.progress.value = p.steps_done
-        self.status.value = f"attempt {p.attempt}, failures {p.failures}: {p.phase}"
-
-    def run(self, make_config: Callable, out: Path):
-        """Build the config and run it with the button disabled; ``(config, result)``, or None on bad input.
-
-        A bad combination of controls is reported in the status line, not raised:
-        it comes from a reader moving sliders, not from a bug.
-        """
-        from ..api import run
-
-        try:
-            config = make_config()
-        except ConfigError as e:
-            self.status.value = f"not run: {e}"
-            return None
-        self.button.disabled = True
-        self.progress.value = 0
-        self.status.value = "starting..."
-        try:
-            result = run(config, out=out, progress=self.on_progress)
-        finally:
-            self.button.disabled = False
-        return config, result
-
-
-from .run_panel import RunPanel  # noqa: E402
-
-__all__ = ["PanelView", "RunControls", "RunPanel", "big_number", "chart_widget", "set_big_number", "show_panel"]
+__all__ = [
+    "CheckpointCalculator",
+    "CheckpointPanel",
+    "ClusterPanel",
+    "DepthCalculator",
+    "EfficiencyPanel",
+    "IntervalPanel",
+    "PanelView",
+    "PipelinePanel",
+    "RunControls",
+    "RunPanel",
+    "ServingPanel",
+    "big_number",
+    "chart_widget",
+    "set_big_number",
+    "show_panel",
+]

@@ -10,12 +10,13 @@ from typing import Any
 import altair as alt
 import ipywidgets as W
 
-from .. import pipeline as P
-from ..api import RunResult
+from ..experiments.data_stall import loop_stats, predict_stall_for
+from ..theory import data_stall as P
+from ..engine.api import RunResult
 from ..charts.pipeline import depth_curve, model_vs_measured, zoomed_timeline
-from ..config import RunConfig
+from ..engine.config import RunConfig
 from ..errors import ConfigError
-from . import RunControls, big_number, chart_widget, set_big_number, show_panel
+from .common import RunControls, big_number, chart_widget, set_big_number, show_panel
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=620, height=60)
 _STYLE = {"description_width": "170px"}
@@ -28,7 +29,7 @@ class PipelinePanel:
     The model's prediction follows the sliders at once (:meth:`update_model`); a run
     measures the same configuration and puts the ledger's data wait beside it.
     ``calibration`` holds the measured step time ``S``, read cost ``R`` and hand-off
-    ``H`` the model needs (:func:`goodputlab.pipeline.calibrate`). ``steps`` and any
+    ``H`` the model needs (:func:`goodputlab.experiments.data_stall.calibrate`). ``steps`` and any
     other :class:`RunConfig` field in ``fixed`` are the same for every run.
     """
 
@@ -91,11 +92,11 @@ class PipelinePanel:
         depth = f"W{config.workers}xp{config.prefetch}" if config.workers else "W0"
         return f"#{len(self.history) + 1}: {depth}, L {config.io_latency_ms:g} ms, T {config.transform_ms:g} ms"
 
-    def predict(self, config: RunConfig | None = None) -> P.Prediction:
+    def predict(self, config: RunConfig | None = None) -> P.StallPrediction:
         """The model's prediction for ``config`` (default: the controls')."""
-        return P.predict_run(config or self.config(), self.calibration)
+        return predict_stall_for(config or self.config(), self.calibration)
 
-    def update_model(self) -> P.Prediction | None:
+    def update_model(self) -> P.StallPrediction | None:
         """Recompute the model line from the sliders (no run); returns the prediction."""
         try:
             config = self.config()
@@ -121,7 +122,7 @@ class PipelinePanel:
         if started is None:
             return None
         config, result = started
-        measured = P.loop_stats(result)
+        measured = loop_stats(result)
         predicted = self.predict(config)
         self.result = result
         self.history.append(

@@ -15,10 +15,11 @@ import altair as alt
 import ipywidgets as W
 
 from .. import theory
+from ..charts import cluster as cluster_charts
 from ..charts import theory as theory_charts
 from ..errors import ConfigError
-from ..simulate import SimConfig, SimResult, simulate
-from . import big_number, chart_widget, set_big_number, show_panel
+from ..theory import SimConfig, SimResult, simulate
+from .common import big_number, chart_widget, set_big_number, show_panel
 
 _STYLE = {"description_width": "190px"}
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="simulating...").properties(width=520, height=40)
@@ -52,7 +53,7 @@ class ClusterPanel:
 
     Sliders: devices, per-device MTBF (years), job length (days), checkpoint
     interval (minutes), blocking save (seconds), restart (minutes). Each
-    change re-runs the Monte Carlo simulator (:func:`goodputlab.simulate.simulate`,
+    change re-runs the Monte Carlo simulator (:func:`goodputlab.theory.simulate`,
     ``trials`` runs of the whole job) with failures drawn in proportion to
     Llama 3's causes (fewer trials when each run has very many failures,
     so a redraw stays quick), and redraws: the MTBF-versus-size chart with this
@@ -175,7 +176,7 @@ class ClusterPanel:
             f" {self.days.value} days (simulated mean {f['simulated_failures']:,.1f});"
             f" Daly's closed form: {f['daly_goodput']:.1%}"
         )
-        self.mtbf_chart.chart = theory_charts.cluster_mtbf_chart(
+        self.mtbf_chart.chart = cluster_charts.cluster_mtbf_chart(
             self.device_mtbf_years.value * SECONDS_PER_YEAR, highlight_devices=self.devices.value
         )
         self.breakdown_chart.chart = theory_charts.breakdown_side_by_side(
@@ -191,7 +192,7 @@ class ClusterPanel:
         total = sum(r["count"] for r in rows) or 1.0
         for r in rows:
             r["share"] = r["count"] / total
-        self.cause_chart.chart = theory_charts.cause_chart(rows).properties(
+        self.cause_chart.chart = cluster_charts.cause_chart(rows).properties(
             title=f"what broke: mean failures per simulated job by cause ({total:,.1f} in all)"
         )
 

@@ -1,0 +1,35 @@
+"""What every chart shares: the ledger's colours, offline rendering in Jupyter, static PNGs.
+
+In a notebook call :func:`setup_notebook` once: Altair then draws offline (the
+Vega JavaScript comes from vl-convert-python, not a CDN), and every chart's output
+also carries a static PNG (:mod:`goodputlab.charts.static`). :func:`save_png`
+writes that PNG to a file.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+
+from ..categories import CATEGORIES, COLORS
+
+#: The colour of each ledger category, identical in every chart.
+CATEGORY_SCALE = alt.Scale(domain=list(CATEGORIES), range=[COLORS[c] for c in CATEGORIES])
+
+
+def setup_notebook() -> None:
+    """Draw charts offline in Jupyter: a live chart (Altair's ``jupyter`` renderer with vl-convert's
+    JavaScript) that also carries a static PNG for places without a kernel (:mod:`.static`)."""
+    from . import static
+
+    if "goodputlab" not in alt.renderers.names():
+        alt.renderers.register("goodputlab", static.render)
+    alt.renderers.enable("goodputlab")
+
+
+def save_png(chart: alt.TopLevelMixin, path, scale: float = 2.0) -> None:
+    """Write a static PNG of ``chart`` (rendered offline by vl-convert; the same picture the
+    notebooks carry beside their live charts, :func:`goodputlab.charts.static.png`)."""
+    from . import static
+
+    with open(path, "wb") as f:
+        f.write(static.png(chart, scale=scale))

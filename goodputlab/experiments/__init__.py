@@ -1,0 +1,33 @@
+"""Experiments: real runs set beside the theory.
+
+Each module launches real, supervised runs (:func:`goodputlab.engine.api.run`) or reads
+what they measured, and puts a model of :mod:`goodputlab.theory` beside them:
+
+- :mod:`~goodputlab.experiments.interval_sweep`: a run's phase costs read from its
+  event log, the failure times it drew, and a sweep over checkpoint intervals held
+  against the lab model (chapter 3);
+- :mod:`~goodputlab.experiments.strategy_compare`: one experiment per checkpoint
+  strategy, their measured costs put into Daly's model (chapter 4);
+- :mod:`~goodputlab.experiments.checkpoint_stall`: what a save costs the training
+  loop per strategy, each measured in a fresh process (the stall benchmark, chapter 4);
+- :mod:`~goodputlab.experiments.data_stall`: the training loop's data wait measured
+  from the ledger, the stall model calibrated, the DS-Analyzer anatomy (chapter 5).
+
+Importing this package is cheap: the modules load on first use, and torch only
+where a measurement trains.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_MODULES = ("checkpoint_stall", "data_stall", "interval_sweep", "strategy_compare")
+
+
+def __getattr__(name: str):
+    if name in _MODULES:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = list(_MODULES)

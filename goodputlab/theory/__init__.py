@@ -1,0 +1,108 @@
+"""The theory: pure models of goodput, no torch and no launches.
+
+What lives here, each a module:
+
+- :mod:`~goodputlab.theory.closed_forms`: Young's and Daly's optimal checkpoint
+  intervals, the first-order and Daly's exact expected goodput of an endless job;
+- :mod:`~goodputlab.theory.lab_model`: the model of *this lab's* runs (fixed work,
+  process launches, failures during recovery): :func:`predict_run`,
+  :func:`replay_run`, the optimal interval in steps;
+- :mod:`~goodputlab.theory.cluster`: clusters of independent devices, Llama 3's
+  public figures and the worked example;
+- :mod:`~goodputlab.theory.simulator`: the cluster-scale Monte Carlo simulator;
+- :mod:`~goodputlab.theory.data_stall`: the input pipeline's stall model (steady
+  state, an exact replay of the DataLoader's queue, the depth a target needs),
+  reached as ``theory.data_stall`` (its names are not repeated here);
+- :mod:`~goodputlab.theory.units`: seconds per hour and day, durations in words.
+
+Everything is importable from here (``from goodputlab import theory;
+theory.young_interval(60, 10_000)``). Only numpy is imported, never torch, and
+nothing here starts a process: the experiments (:mod:`goodputlab.experiments`)
+set real runs beside these models.
+"""
+
+from __future__ import annotations
+
+from . import data_stall
+from .closed_forms import (
+    daly_expected_wall_time,
+    daly_goodput,
+    daly_interval,
+    exact_goodput_free,
+    expected_goodput,
+    optimal_interval_numeric,
+    young_interval,
+)
+from .cluster import (
+    LLAMA3_DAYS,
+    LLAMA3_DURATION_S,
+    LLAMA3_EFFECTIVE_TRAINING_TIME,
+    LLAMA3_GPUS,
+    LLAMA3_INTERRUPTION_CAUSES,
+    LLAMA3_INTERRUPTIONS,
+    LLAMA3_PLANNED_INTERRUPTIONS,
+    LLAMA3_UNEXPECTED_INTERRUPTIONS,
+    WORKED_EXAMPLE_INTERRUPTIONS_PER_DAY,
+    WORKED_EXAMPLE_MTBF_S,
+    cluster_mtbf,
+    device_mtbf_for_count,
+    expected_failures,
+    llama3_cause_table,
+    llama3_cost_grid,
+    llama3_mtbf_s,
+    p_any_failure,
+)
+from .lab_model import (
+    RunPrediction,
+    RunTimings,
+    optimal_ckpt_every,
+    predict_run,
+    predict_run_goodput,
+    replay_run,
+    textbook_goodput,
+)
+from .sim_config import SimConfig, SimResult
+from .simulator import simulate
+from .units import SECONDS_PER_DAY, SECONDS_PER_HOUR, compact_duration, human_duration
+
+__all__ = [
+    "LLAMA3_DAYS",
+    "LLAMA3_DURATION_S",
+    "LLAMA3_EFFECTIVE_TRAINING_TIME",
+    "LLAMA3_GPUS",
+    "LLAMA3_INTERRUPTIONS",
+    "LLAMA3_INTERRUPTION_CAUSES",
+    "LLAMA3_PLANNED_INTERRUPTIONS",
+    "LLAMA3_UNEXPECTED_INTERRUPTIONS",
+    "SECONDS_PER_DAY",
+    "SECONDS_PER_HOUR",
+    "WORKED_EXAMPLE_INTERRUPTIONS_PER_DAY",
+    "WORKED_EXAMPLE_MTBF_S",
+    "RunPrediction",
+    "RunTimings",
+    "SimConfig",
+    "SimResult",
+    "cluster_mtbf",
+    "compact_duration",
+    "data_stall",
+    "daly_expected_wall_time",
+    "daly_goodput",
+    "daly_interval",
+    "device_mtbf_for_count",
+    "exact_goodput_free",
+    "expected_failures",
+    "expected_goodput",
+    "human_duration",
+    "llama3_cause_table",
+    "llama3_cost_grid",
+    "llama3_mtbf_s",
+    "optimal_ckpt_every",
+    "optimal_interval_numeric",
+    "p_any_failure",
+    "predict_run",
+    "predict_run_goodput",
+    "replay_run",
+    "simulate",
+    "textbook_goodput",
+    "young_interval",
+]

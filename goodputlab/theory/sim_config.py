@@ -1,0 +1,260 @@
+"""What the simulator takes and gives: :class:`SimConfig` (one simulated job) and :class:`SimResult`.
+
+The simulation itself is :func:`goodputlab.theory.simulator.simulate`. Times in seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from .. import validate
+from ..categories import CATEGORIES
+from ..errors import check
+
+# Above this many expected failures per trial the event arrays get large and a
+# run takes minutes; such a job would be all restarts anyway.
+MAX_EXPECTED_FAILURES_PER_TRIAL = 1_000_000
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """One simulated job. Times in seconds; validated on construction.
+
+    The failure rate comes from exactly one of:
+
+    - ``device_mtbf_s``: each device's mean time between failures (``math.inf``
+      for no failures); the job fails at rate ``devices / device_mtbf_s``.
+    - ``failure_causes``: a table of ``(cause, count)`` observed over
+      ``causes_reference_s`` seconds on ``causes_reference_devices`` devices
+      (e.g. :func:`goodputlab.theory.llama3_cause_table`). The rate per device
+      is ``sum(counts) / (reference devices * reference seconds)``, scaled to
+      ``devices``; each failure's cause is drawn in proportion to the counts.
+
+    Other fields: ``duration_s`` the job's wall-clock length; ``interval_s``
+    useful compute between checkpoints; ``save_s`` the time to persist a
+    checkpoint; ``save_blocking_s`` the part of it that blocks training
+    (``None`` or ``save_s``: a synchronous save, durable when it ends; less:
+    an asynchronous save, durable ``save_s`` after the blocking part ends);
+    ``restore_s`` loading a
+    checkpoint after a restart; ``restart_s`` detection + reschedule + init;
+    ``startup_s`` first launch to first step; ``hot_spares`` how many failures
+    are absorbed by warm standby devices, each costing ``spare_restart_s``
+    instead of ``restart_s``; ``data_stall_fraction`` the share of surviving
+    compute spent waiting for input; ``trials`` independent runs; ``seed``.
+    """
+
+    devices: int
+    duration_s: float
+    interval_s: float
+    device_mtbf_s: float | None = None
+    failure_causes: Sequence[tuple[str, float]] | None = None
+    causes_reference_s: float | None = None
+    causes_reference_devices: int | None = None
+    save_s: float = 0.0
+    save_blocking_s: float | None = None
+    restore_s: float = 0.0
+    restart_s: float = 0.0
+    startup_s: float = 0.0
+    hot_spares: int = 0
+    spare_restart_s: float | None = None
+    data_stall_fraction: float = 0.0
+    trials: int = 1000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        validate.whole("devices", self.devices, 1)
+        validate.seconds("duration_s", self.duration_s, positive=True)
+        validate.seconds("interval_s", self.interval_s, positive=True)
+        self._check_failure_source()
+        for name in ("save_s", "restore_s", "restart_s", "startup_s"):
+            validate.seconds(name, getattr(self, name))
+        if self.save_blocking_s is not None:
+            allowed = f"seconds >= 0 and at most the whole save ({self.save_s:g} s)"
+            validate.number("save_blocking_s", self.save_blocking_s, 0, self.save_s, allowed=allowed)
+        validate.whole("hot_spares", self.hot_spares, 0)
+        if self.spare_restart_s is None:
+            check(self.hot_spares == 0, "spare_restart_s", None, "the seconds a hot spare takes to take over (needed with hot spares)")
+        else:
+            validate.seconds("spare_restart_s", self.spare_restart_s)
+        validate.share("data_stall_fraction", self.data_stall_fraction)
+        validate.whole("trials", self.trials, 1)
+        validate.whole("seed", self.seed, 0)
+
+    def _check_failure_source(self) -> None:
+        has_mtbf = self.device_mtbf_s is not None
+        has_causes = self.failure_causes is not None
+        check(
+            has_mtbf != has_causes,
+            "device_mtbf_s",
+            self.device_mtbf_s,
+            "give exactly one of device_mtbf_s and failure_causes",
+        )
+        if has_mtbf:
+            validate.seconds("device_mtbf_s", self.device_mtbf_s, positive=True, allow_inf=True, note="math.inf for no failures")
+        else:
+            causes = self.failure_causes
+            well_formed = isinstance(causes, (list, tuple)) and len(causes) > 0 and all(
+                isinstance(row, (list, tuple))
+                and len(row) == 2
+                and isinstance(row[0], str)
+                and validate.is_number(row[1])
+                and math.isfinite(row[1])
+                and row[1] >= 0
+                for row in causes
+            )
+            check(
+                well_formed and sum(row[1] for row in causes) > 0,
+                "failure_causes",
+                causes,
+                "a non-empty list of (cause, count) pairs with counts >= 0 and a positive total",
+            )
+            validate.seconds("causes_reference_s", self.causes_reference_s, positive=True, note="the span the cause counts cover")
+            validate.whole(
+                "causes_reference_devices", self.causes_reference_devices, 1, note="the cluster size the cause counts cover"
+            )
+        expected = self.expected_failures
+        check(
+            expected <= MAX_EXPECTED_FAILURES_PER_TRIAL,
+            "failure_causes" if has_causes else "device_mtbf_s",
+            self.failure_causes if has_causes else self.device_mtbf_s,
+            f"a failure rate giving at most {MAX_EXPECTED_FAILURES_PER_TRIAL:,} expected failures "
+            f"in the job's duration (this gives {expected:,.0f})",
+        )
+
+    def to_dict(self) -> dict:
+        """The fields as plain Python (``failure_causes`` as lists), ready for JSON."""
+        d = dataclasses.asdict(self)
+        if self.failure_causes is not None:
+            d["failure_causes"] = [[cause, count] for cause, count in self.failure_causes]
+        return d
+
+    # -- derived quantities -------------------------------------------------
+
+    @property
+    def failure_rate_per_s(self) -> float:
+        """Job-level failure rate (failures per second of wall time)."""
+        if self.failure_causes is not None:
+            total = float(sum(count for _, count in self.failure_causes))
+            per_device = total / (self.causes_reference_devices * self.causes_reference_s)
+            return self.devices * per_device
+        return self.devices / self.device_mtbf_s
+
+    @property
+    def job_mtbf_s(self) -> float:
+        """Job-level mean time between failures (seconds); ``inf`` when nothing fails."""
+        rate = self.failure_rate_per_s
+        return math.inf if rate == 0 else 1.0 / rate
+
+    @property
+    def expected_failures(self) -> float:
+        """Expected failures in ``duration_s``: rate x duration."""
+        return self.failure_rate_per_s * self.duration_s
+
+    @property
+    def blocking_save_s(self) -> float:
+        """Seconds each save blocks training (``save_blocking_s``, defaulting to ``save_s``)."""
+        return self.save_s if self.save_blocking_s is None else self.save_blocking_s
+
+    @property
+    def is_async(self) -> bool:
+        """True when saves persist in the background after a shorter blocking part."""
+        return self.blocking_save_s < self.save_s
+
+    @property
+    def cause_names(self) -> list[str]:
+        """Names of the causes in the table (empty without one)."""
+        return [] if self.failure_causes is None else [cause for cause, _ in self.failure_causes]
+
+
+@dataclass
+class SimResult:
+    """Outcome of :func:`simulate`: per-trial arrays and their summaries.
+
+    ``goodput``: productive seconds / ``duration_s`` per trial. ``interruptions``:
+    failures per trial. ``buckets_per_trial``: seconds per ledger category
+    per trial (each trial's buckets sum to ``duration_s``). ``cause_counts``:
+    failures per cause per trial (empty without a cause table).
+    """
+
+    config: SimConfig
+    goodput: np.ndarray
+    interruptions: np.ndarray
+    buckets_per_trial: dict[str, np.ndarray]
+    cause_counts: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def goodput_mean(self) -> float:
+        """Mean goodput over trials (a share)."""
+        return float(np.mean(self.goodput))
+
+    @property
+    def goodput_stderr(self) -> float:
+        """Standard error of :attr:`goodput_mean` (sample std / sqrt(trials))."""
+        if len(self.goodput) < 2:
+            return math.nan
+        return float(np.std(self.goodput, ddof=1) / math.sqrt(len(self.goodput)))
+
+    @property
+    def goodput_p5(self) -> float:
+        """5th percentile of goodput over trials (a bad run)."""
+        return float(np.percentile(self.goodput, 5))
+
+    @property
+    def goodput_p95(self) -> float:
+        """95th percentile of goodput over trials (a lucky run)."""
+        return float(np.percentile(self.goodput, 95))
+
+    @property
+    def interruptions_mean(self) -> float:
+        """Mean number of failures per trial."""
+        return float(np.mean(self.interruptions))
+
+    @property
+    def buckets(self) -> dict[str, float]:
+        """Mean seconds per ledger category, in ``CATEGORIES`` order; sums to ``duration_s``."""
+        return {c: float(np.mean(self.buckets_per_trial[c])) for c in CATEGORIES}
+
+    @property
+    def causes_mean(self) -> dict[str, float]:
+        """Mean failures per trial for each cause in the table (empty without one)."""
+        return {cause: float(np.mean(counts)) for cause, counts in self.cause_counts.items()}
+
+    def breakdown_rows(self, run: str = "simulated") -> list[dict]:
+        """Tidy rows for a chart: one per category with ``run``, ``category``,
+        ``seconds``, ``hours`` and ``share`` (of the wall time)."""
+        duration = self.config.duration_s
+        return [
+            {"run": run, "category": c, "seconds": s, "hours": s / 3600.0, "share": s / duration}
+            for c, s in self.buckets.items()
+        ]
+
+    def cause_rows(self) -> list[dict]:
+        """Tidy rows for a chart: one per cause with ``cause``, ``failures_mean`` and ``share``."""
+        means = self.causes_mean
+        total = sum(means.values())
+        return [
+            {"cause": cause, "failures_mean": m, "share": (m / total if total else 0.0)}
+            for cause, m in means.items()
+        ]
+
+    def to_dict(self) -> dict:
+        """Summary as plain Python: ``config`` (the simulated job, :meth:`SimConfig.to_dict`),
+        ``goodput_mean, goodput_p5, goodput_p95, interruptions_mean, buckets`` (mean seconds per category)."""
+        return {
+            "config": self.config.to_dict(),
+            "goodput_mean": self.goodput_mean,
+            "goodput_p5": self.goodput_p5,
+            "goodput_p95": self.goodput_p95,
+            "interruptions_mean": self.interruptions_mean,
+            "buckets": self.buckets,
+        }
+
+    def to_json(self, indent: int | None = None) -> str:
+        """:meth:`to_dict` as a JSON string."""
+        return json.dumps(self.to_dict(), indent=indent)

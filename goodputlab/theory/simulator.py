@@ -1,0 +1,265 @@
+"""Monte Carlo simulation of one long training job on N devices that fail at random.
+
+The job's timeline, all times in seconds of wall clock::
+
+    startup | compute tau | save | compute tau | save | ... X failure
+            | restart | restore | compute tau | save | ...       ... | end
+
+- Each device fails as a Poisson process with mean gap ``device_mtbf_s``. A
+  synchronous job stops when any device fails, and the superposition of N
+  independent Poisson processes is one Poisson process with rate
+  ``N / device_mtbf_s``, so we draw job-level failure gaps directly instead of
+  simulating devices one by one.
+- ``interval_s`` is useful compute between checkpoints (Daly's tau, the same
+  meaning as in :mod:`goodputlab.theory`), excluding the save.
+- A failure can strike in any phase. It loses the compute done since the last
+  *durable* checkpoint (booked as ``lost_work``); then the job restarts
+  (``restart_s``, or ``spare_restart_s`` while hot spares last) and loads the
+  checkpoint (``restore_s``, only if a durable checkpoint exists). A failure
+  during restart or restore starts the recovery again.
+- A synchronous save (``save_blocking_s == save_s``) blocks training for
+  ``save_s`` and is durable when it ends. An asynchronous one
+  (``save_blocking_s < save_s``) blocks for ``save_blocking_s`` (taking a
+  snapshot), then persists in the background for ``save_s``; it is durable
+  only then, and the next save waits for it if it is still running.
+
+Because failures are memoryless, the job between two failures (an *up period*)
+is deterministic: given its length we can book every second in closed form.
+So the simulator draws the failure gaps for all trials at once, a chunk of
+failures at a time, and books all up periods of the chunk with array
+arithmetic: vectorised over trials and failures, no Python loop per event.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from ..categories import (
+    CATEGORIES,
+    CHECKPOINT_RESTORE,
+    CHECKPOINT_SAVE,
+    DATA_WAIT,
+    LOST_WORK,
+    PRODUCTIVE,
+    RESTART,
+    STARTUP,
+)
+from .sim_config import SimConfig, SimResult
+
+# Up to this many (trial, failure) cells are processed per chunk (~8 MB per array).
+_CELLS_PER_CHUNK = 1_000_000
+
+# ---------------------------------------------------------------------------
+# the simulation
+
+
+def _cycle_shape(config: SimConfig) -> tuple[float, float, float]:
+    """Timing of the checkpoint cycle within an up period, in seconds.
+
+    Returns ``(first_cycle, later_cycle, durable_lag)``: the first cycle after
+    (re)start is ``tau + blocking``; later ones add the wait for the previous
+    async persist, ``max(0, save_s - tau)``; a checkpoint is durable
+    ``durable_lag`` seconds after its blocking part ends (0 for sync saves,
+    ``save_s`` for async).
+    """
+    tau, blocking = config.interval_s, config.blocking_save_s
+    if not config.is_async:
+        return tau + blocking, tau + blocking, 0.0
+    wait_for_previous = max(0.0, config.save_s - tau)
+    return tau + blocking, tau + wait_for_previous + blocking, config.save_s
+
+
+def _compute_and_durable(train_s: np.ndarray, config: SimConfig) -> tuple[np.ndarray, np.ndarray]:
+    """For ``train_s`` seconds of training since a (re)start: compute seconds done,
+    and compute seconds covered by durable checkpoints."""
+    tau = config.interval_s
+    first, later, lag = _cycle_shape(config)
+    after_first = np.maximum(train_s - first, 0.0)
+    full_later = np.floor(after_first / later)
+    into_cycle = after_first - full_later * later
+    compute = np.where(
+        train_s < first,
+        np.minimum(train_s, tau),
+        tau + full_later * tau + np.minimum(into_cycle, tau),
+    )
+    durable_count = np.where(
+        train_s < first + lag,
+        0.0,
+        np.floor(np.maximum(train_s - first - lag, 0.0) / later) + 1.0,
+    )
+    return compute, durable_count * tau
+
+
+def _restart_schedule(config: SimConfig) -> Callable[[np.ndarray], np.ndarray]:
+    """Restart cost (seconds) after failure number ``k`` (1-based): ``spare_restart_s``
+    for the first ``hot_spares`` failures (each swaps in one warm spare), then
+    ``restart_s``."""
+    spare = config.restart_s if config.spare_restart_s is None else config.spare_restart_s
+
+    def restart_cost(failure_number: np.ndarray) -> np.ndarray:
+        return np.where(failure_number <= config.hot_spares, spare, config.restart_s)
+
+    return restart_cost
+
+
+def _chunk_columns(config: SimConfig) -> int:
+    """Failures per chunk: enough to finish almost every trial in one chunk,
+    capped so a chunk stays around ``_CELLS_PER_CHUNK`` cells."""
+    expected = config.expected_failures
+    wanted = int(math.ceil(expected + 6.0 * math.sqrt(expected) + 8.0))
+    return max(8, min(wanted, _CELLS_PER_CHUNK // config.trials))
+
+
+def simulate(
+    config: SimConfig,
+    progress: Callable[[float], None] | None = None,
+    tqdm: bool = False,
+) -> SimResult:
+    """Simulate ``config.trials`` runs of the job; returns a :class:`SimResult`.
+
+    Seeded and deterministic: the same config (seed included) gives the same
+    result. ``progress``, if given, is called with the share of simulated wall
+    time done (0 to 1) after each chunk of failures; ``tqdm=True`` shows a
+    ``tqdm.auto`` bar instead or as well. Both are off by default.
+    """
+    rng = np.random.default_rng(config.seed)
+    trials = _Trials(config)
+    columns = _chunk_columns(config)
+    bar = None
+    if tqdm:
+        from tqdm.auto import tqdm as tqdm_bar
+
+        bar = tqdm_bar(total=100, unit="%", desc="simulate")
+    reported = 0.0
+    while trials.active.size:
+        periods = _up_periods(config, trials, rng, columns)
+        trials.book(periods, rng)
+        if progress is not None or bar is not None:
+            done = float(np.mean(np.minimum(trials.period_start, config.duration_s)) / config.duration_s)
+            if progress is not None:
+                progress(done)
+            if bar is not None:
+                bar.update(100.0 * (done - reported))
+            reported = done
+    if bar is not None:
+        bar.close()
+    return trials.result()
+
+
+class _UpPeriods(NamedTuple):
+    """The next chunk of up periods of every active trial (arrays: active trials x periods), in seconds."""
+
+    ends: np.ndarray  # where each period ends (a failure, or beyond the job's end)
+    failed: np.ndarray  # the period ended in a failure before the job's end
+    startup: np.ndarray
+    restart: np.ndarray
+    restore: np.ndarray
+    train: np.ndarray  # training time: compute and saves
+    ever: np.ndarray  # a durable checkpoint exists by the end of this period (within the chunk)
+
+
+def _up_periods(config: SimConfig, trials: _Trials, rng: np.random.Generator, columns: int) -> _UpPeriods:
+    """Draw the next ``columns`` failure gaps of every active trial and split each up period into phases."""
+    active, duration = trials.active, config.duration_s
+    n = active.size
+    if math.isinf(config.job_mtbf_s):
+        gaps = np.full((n, columns), math.inf)
+    else:
+        gaps = rng.standard_exponential((n, columns)) * config.job_mtbf_s
+    ends = trials.period_start[active, None] + np.cumsum(gaps, axis=1)
+    # Each period starts where the previous one ended, so the lengths
+    # telescope exactly to the wall time (ledger closure).
+    starts = np.concatenate([trials.period_start[active, None], ends[:, :-1]], axis=1)
+    failed = ends < duration
+    length = np.maximum(np.minimum(ends, duration) - starts, 0.0)
+
+    index = trials.periods_done + np.arange(columns)  # period 0 starts with startup, the rest with a restart
+    is_first = index == 0
+    restart_cost = np.where(is_first, 0.0, trials.restart_at(index))
+    startup_cost = np.where(is_first, config.startup_s, 0.0)
+
+    # Restore only once a durable checkpoint exists. Until the first one,
+    # recovery is restart only, so whether a period reaches its first
+    # durable checkpoint can be read off before restores are known.
+    train_without_restore = np.maximum(length - restart_cost - startup_cost, 0.0)
+    makes_checkpoint = train_without_restore >= trials.first_durable_at
+    ever = np.logical_or.accumulate(makes_checkpoint, axis=1)
+    checkpoint_before = np.concatenate([np.zeros((n, 1), dtype=bool), ever[:, :-1]], axis=1)
+    checkpoint_before |= trials.has_checkpoint[active, None]
+    restore_cost = np.where(checkpoint_before & ~is_first, config.restore_s, 0.0)
+
+    return _UpPeriods(
+        ends=ends,
+        failed=failed,
+        startup=np.minimum(length, startup_cost),
+        restart=np.minimum(length, restart_cost),
+        restore=np.clip(length - restart_cost, 0.0, restore_cost),
+        train=np.maximum(length - startup_cost - restart_cost - restore_cost, 0.0),
+        ever=ever,
+    )
+
+
+class _Trials:
+    """Every trial's running totals, and which trials have not yet reached the job's end."""
+
+    def __init__(self, config: SimConfig):
+        self.config = config
+        trials = config.trials
+        # "other" stays at 0 (no logging or evaluation is modelled); it is kept so
+        # simulated and measured ledgers have the same columns.
+        self.totals = {c: np.zeros(trials) for c in CATEGORIES}
+        self.interruptions = np.zeros(trials, dtype=np.int64)
+        self.cause_counts = np.zeros((trials, len(config.cause_names)), dtype=np.int64)
+        self.cause_shares = None
+        if config.failure_causes is not None:
+            counts = np.array([count for _, count in config.failure_causes], dtype=float)
+            self.cause_shares = counts / counts.sum()
+        self.active = np.arange(trials)  # trials whose wall clock has not reached duration
+        self.period_start = np.zeros(trials)  # where each active trial's next up period starts
+        self.has_checkpoint = np.zeros(trials, dtype=bool)  # a durable checkpoint exists
+        self.periods_done = 0  # up periods booked so far; the same for every active trial
+        self.restart_at = _restart_schedule(config)
+        first_cycle, _, durable_lag = _cycle_shape(config)
+        self.first_durable_at = first_cycle + durable_lag  # training seconds until a period's first durable checkpoint
+
+    def book(self, p: _UpPeriods, rng: np.random.Generator) -> None:
+        """Book a chunk of up periods into the totals and move the active trials on."""
+        config, rows = self.config, self.active  # the trials this chunk's rows belong to
+        compute, durable = _compute_and_durable(p.train, config)
+        # A failure rolls back to the last durable checkpoint; at the job's end
+        # nothing is rolled back, so all compute counts.
+        kept = np.where(p.failed, durable, compute)
+        totals = self.totals
+        totals[STARTUP][rows] += p.startup.sum(axis=1)
+        totals[RESTART][rows] += p.restart.sum(axis=1)
+        totals[CHECKPOINT_RESTORE][rows] += p.restore.sum(axis=1)
+        totals[CHECKPOINT_SAVE][rows] += (p.train - compute).sum(axis=1)
+        totals[LOST_WORK][rows] += (compute - kept).sum(axis=1)
+        kept_sum = kept.sum(axis=1)
+        totals[DATA_WAIT][rows] += config.data_stall_fraction * kept_sum
+        totals[PRODUCTIVE][rows] += (1.0 - config.data_stall_fraction) * kept_sum
+        self.interruptions[rows] += p.failed.sum(axis=1)
+
+        if self.cause_shares is not None:
+            n, columns, k = rows.size, p.failed.shape[1], len(self.cause_shares)
+            causes = rng.choice(k, size=(n, columns), p=self.cause_shares)
+            flat = (np.arange(n)[:, None] * k + causes)[p.failed]
+            self.cause_counts[rows] += np.bincount(flat, minlength=n * k).reshape(n, -1)
+
+        self.has_checkpoint[rows] |= p.ever[:, -1]
+        self.period_start[rows] = p.ends[:, -1]
+        self.periods_done += p.ends.shape[1]
+        self.active = rows[p.ends[:, -1] < config.duration_s]
+
+    def result(self) -> SimResult:
+        config = self.config
+        return SimResult(
+            config=config,
+            goodput=self.totals[PRODUCTIVE] / config.duration_s,
+            interruptions=self.interruptions,
+            buckets_per_trial=self.totals,
+            cause_counts={name: self.cause_counts[:, k] for k, name in enumerate(config.cause_names)},
+        )
