@@ -77,10 +77,62 @@ _owned_locks: dict[str, int] = {}  # tier path -> descriptor holding its owner l
 
 
 # --- the directory's lifetime (owned by the supervisor) --------------------------------------
+#: where RAM tiers go instead of /dev/shm (another tmpfs, say); the tests point it at a small one
+SHM_DIR_ENV = "GOODPUTLAB_SHM_DIR"
+_TIER_HEADROOM_BYTES = 8 << 20  # meta files, current.json, the lock, alignment
+
+
 def memory_root() -> Path:
-    """Where RAM tiers live: ``/dev/shm`` when it exists (tmpfs), else the temporary directory."""
+    """Where RAM tiers live: ``$GOODPUTLAB_SHM_DIR``, else ``/dev/shm`` when it exists (tmpfs), else
+    the temporary directory."""
+    configured = os.environ.get(SHM_DIR_ENV)
+    if configured:
+        return Path(configured)
     shm = Path("/dev/shm")
     return shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+
+
+def tier_bytes(state_bytes: int) -> int:
+    """Bytes a RAM tier takes for a state of ``state_bytes``: two full slots and their files."""
+    return 2 * (state_bytes + state_bytes // 50) + _TIER_HEADROOM_BYTES  # 2% for alignment and skeletons
+
+
+def free_bytes(root: Path) -> int:
+    """Free bytes in the file system of ``root`` (0 when it cannot be read)."""
+    try:
+        return shutil.disk_usage(root).free
+    except OSError:
+        return 0
+
+
+def choose_memory_root(need_bytes: int, fallbacks: tuple[Path, ...] = ()) -> tuple[Path, str | None]:
+    """A directory with room for a tier of ``need_bytes``: :func:`memory_root` when it has the room,
+    else the first of ``fallbacks`` and the temporary directory that does. Returns ``(root, note)``,
+    ``note`` saying why the tier is not in the preferred place (``None`` when it is).
+
+    Containers give ``/dev/shm`` 64 MB by default (Docker, Binder): a tier that does not fit there
+    would die with SIGBUS at its first save. A tier on disk still outlives a killed worker, and its
+    pages stay in the page cache while memory allows; it is slower only under memory pressure.
+    Raises ``OSError`` when no candidate has the room.
+    """
+    preferred = memory_root()
+    have = free_bytes(preferred) if preferred.is_dir() and os.access(preferred, os.W_OK) else 0
+    if have >= need_bytes:
+        return preferred, None
+    tried = [f"{preferred} ({have / 2**20:.0f} MiB free)"]
+    for root in (*fallbacks, Path(tempfile.gettempdir())):
+        root_free = free_bytes(root) if root.is_dir() and os.access(root, os.W_OK) else 0
+        if root_free >= need_bytes:
+            note = (
+                f"the RAM tier needs {need_bytes / 2**20:.0f} MiB and {preferred} has {have / 2**20:.0f} MiB free "
+                f"(containers give /dev/shm 64 MB unless started with --shm-size); it is in {root} instead"
+            )
+            return root, note
+        tried.append(f"{root} ({root_free / 2**20:.0f} MiB free)")
+    raise OSError(
+        f"the RAM tier needs {need_bytes / 2**20:.0f} MiB and no directory has the room: {', '.join(tried)}; "
+        "free some space, start the container with a larger --shm-size, or use --ckpt async"
+    )
 
 
 def create_memory_tier_dir(root: Path | None = None) -> Path:
@@ -215,6 +267,10 @@ class _MappedSlot:
         try:
             if os.fstat(fd).st_size != max(nbytes, 1):
                 os.ftruncate(fd, max(nbytes, 1))
+                # reserve the pages now: on a full tmpfs a write into a sparse mapping is a SIGBUS,
+                # a reservation that does not fit is a clean OSError (ENOSPC)
+                if hasattr(os, "posix_fallocate"):
+                    os.posix_fallocate(fd, 0, max(nbytes, 1))
             self.mm = mmap.mmap(fd, max(nbytes, 1), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         finally:
             os.close(fd)  # the mapping keeps the memory; no descriptor stays open per slot

@@ -87,6 +87,7 @@ M_CKPT_INTERVAL = "ckpt_interval"  # --ckpt-every auto re-tuned: {"interval_s", 
 M_FINISH = "finish"  # the worker completed every step: {"final_state_sha256", "final_loss"}
 M_WORKER_INFO = "worker_info"  # device, parameter count, state size
 M_PIPELINE_INFO = "pipeline_info"  # the input pipeline as built: loader settings, device prefetch
+M_MEMORY_TIER = "memory_tier"  # where the RAM tier went: {"path", "needed_bytes", "free_bytes", "fallback": why not /dev/shm, or ""}
 
 
 _ENCODE = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps builds an encoder per call

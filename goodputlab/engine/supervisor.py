@@ -225,7 +225,9 @@ class _Supervision:
         try:
             self.ev.emit(E.SUP_START)
             # a strategy's run-level resource (the memory strategy's RAM tier) outlives every worker
-            resource = strategies.prepare_run(self.config)
+            resource = strategies.prepare_run(self.config, fallbacks=(self.out,))
+            for kind, fields in resource.events:
+                self.ev.emit(kind, **fields)
             while True:
                 cause = self.attempt_until_failure(resource.env)
                 if cause is None:

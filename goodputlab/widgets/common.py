@@ -3,6 +3,7 @@ and the display of a panel with a static figure of itself (:func:`show_panel`)."
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable
 
@@ -133,6 +134,73 @@ def set_big_number(widget: W.HTML, label: str, value: str, note: str = "") -> No
         f"<div style='font-size:1.1em'>{label} <span style='font-size:1.8em;font-weight:bold'>{value}</span>"
         f" <span style='color:#666'>{note}</span></div>"
     )
+
+
+# --- what fits in this machine's memory ----------------------------------------------------------
+def _read_int(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None  # "max" (cgroup v2, no limit) is not a number
+
+
+def _stat(path: Path, key: str) -> int:
+    try:
+        for line in path.read_text().splitlines():
+            k, _, v = line.partition(" ")
+            if k == key and v.strip().isdigit():
+                return int(v)
+    except OSError:
+        pass
+    return 0
+
+
+def available_memory_bytes(proc: Path = Path("/proc/meminfo"), cgroup: Path = Path("/sys/fs/cgroup")) -> int:
+    """Memory a new run can use now (bytes): the system's ``MemAvailable``, or less when this
+    process's container (cgroup v2 or v1) has a limit: the limit minus what the container uses,
+    page cache it can drop not counted."""
+    avail = None
+    try:
+        for line in proc.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                avail = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    if avail is None:
+        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    for limit_file, usage_file, stat_file, cache_key in (
+        (cgroup / "memory.max", cgroup / "memory.current", cgroup / "memory.stat", "inactive_file"),
+        (cgroup / "memory" / "memory.limit_in_bytes", cgroup / "memory" / "memory.usage_in_bytes",
+         cgroup / "memory" / "memory.stat", "total_inactive_file"),
+    ):
+        limit, usage = _read_int(limit_file), _read_int(usage_file)
+        if limit is None or usage is None or limit >= 1 << 60:
+            continue
+        in_use = max(0, usage - _stat(stat_file, cache_key))
+        avail = min(avail, max(0, limit - in_use))
+    return avail
+
+
+def models_that_fit(models, available_bytes: int | None = None) -> tuple[list[str], str]:
+    """The model presets of ``models`` whose run fits in memory, and a sentence about the others.
+
+    Binder gives a notebook about 2 GB; a run that does not fit is killed by the kernel's OOM killer
+    mid-save, so a panel offers only what fits (and the smallest, if nothing does). ``available_bytes``:
+    the memory free now (default :func:`available_memory_bytes`).
+    """
+    from ..training.workload import PRESETS
+
+    available = available_memory_bytes() if available_bytes is None else available_bytes
+    fit = [m for m in models if PRESETS[m].run_memory_bytes <= available]
+    if not fit:
+        fit = [min(models, key=lambda m: PRESETS[m].run_memory_bytes)]
+    left_out = [m for m in models if m not in fit]
+    if not left_out:
+        return fit, ""
+    why = ", ".join(f"{m} ({PRESETS[m].state_bytes / 1e6:.0f} MB state) needs about {PRESETS[m].run_memory_bytes / 1e9:.1f} GB"
+                    for m in left_out)
+    return fit, (f"Not offered: {why} for a run, and this machine has {available / 1e9:.1f} GB of memory available.")
 
 
 class RunControls:
