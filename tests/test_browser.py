@@ -7,6 +7,7 @@ unless GOODPUTLAB_REQUIRE_BROWSER=1 (set by CI), where a missing browser is a fa
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -82,6 +83,24 @@ def lab(tmp_path_factory):
 
 KERNEL = "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
 
+
+def _png_outputs(rel: str) -> int:
+    nb = json.loads((ROOT / rel).read_text())
+    return sum(1 for c in nb["cells"] for o in c.get("outputs", []) or [] if "image/png" in o.get("data", {}))
+
+
+def _check_static_figures(page, rel: str) -> None:
+    """Every PNG of the committed notebook is drawn, and nothing says a widget failed."""
+    want = _png_outputs(rel)
+    assert want >= 1, f"{rel} has no static figure"
+    page.wait_for_function(
+        f"() => [...document.querySelectorAll('.jp-OutputArea-output img')].filter(i => i.complete && i.naturalWidth > 0).length >= {want}",
+        timeout=60_000,
+    )
+    text = page.evaluate("document.querySelector('.jp-Notebook').textContent")
+    for bad in ("Error displaying widget", "Loading widget", "GOODPUTLAB_METRICS", "Cannot display"):
+        assert bad not in text, f"{rel}: {bad!r} in the notebook"
+
 LAST_CELL_RECORDED = f"""() => {{
   const cells = window.jupyterapp.shell.currentWidget.content.widgets.filter(c => c.model.type === 'code');
   const outputs = cells[cells.length - 1].model.outputs;
@@ -121,6 +140,8 @@ def test_chapter_1_in_jupyterlab(lab, tmp_path):
             f"() => {{ try {{ return {KERNEL}.status === 'idle'; }} catch (e) {{ return false; }} }}",
             timeout=180_000,
         )
+        # before Run: the committed outputs are static figures (no widget view to fail without its state)
+        _check_static_figures(page, "book/01_what_is_goodput.ipynb")
         page.evaluate("window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')")
         page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
         # the last cell records the metrics: an output no reader sees, so look for it in the model
@@ -160,3 +181,28 @@ def test_chapter_1_in_jupyterlab(lab, tmp_path):
             for f in tmp_path.glob("*.png"):
                 shutil.copy(f, Path(shots) / f.name)
     assert not [e for e in errors if "vega" in e.lower() or "altair" in e.lower()], errors
+
+
+def test_chapter_without_a_kernel_shows_static_figures(lab):
+    """A committed chapter read in JupyterLab with no kernel: its figures are there, no widget error,
+    and the test plumbing is collapsed."""
+    from playwright.sync_api import sync_playwright
+
+    rel = "book/02_failures_at_scale.ipynb"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"],
+        )
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(f"{lab}/lab/tree/{rel}?token={TOKEN}")
+        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget "
+                               "&& window.jupyterapp.shell.currentWidget.context.isReady", timeout=120_000)
+        # no kernel: shut down whatever JupyterLab started for the notebook
+        page.evaluate("async () => { await window.jupyterapp.shell.currentWidget.sessionContext.shutdown(); }")
+        page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.sessionContext.session", timeout=60_000)
+        _check_static_figures(page, rel)
+        collapsed = page.evaluate("document.querySelectorAll('.jp-InputArea.lm-mod-hidden, .jp-Cell .jp-InputPlaceholder').length")
+        assert collapsed >= 3, "the parameters, SMOKE and metrics cells are collapsed"
+        browser.close()

@@ -171,7 +171,12 @@ def test_page_reads_offline(page, served, browser):
                                 return r.width > 0 && r.height > 0 && (e.tagName !== 'IMG' || (e.complete && e.naturalWidth > 0)); })
                  .length"""
     )
+    assert want >= 1, f"{page}: no static figure in the committed notebook (tools/execute_notebooks.py)"
     assert drawn >= want, f"{drawn} figures drawn, the notebook has {want}"
+    # no test plumbing on the page: the hidden cells are gone, the metrics never had a text form
+    text = v.page.inner_text("article")
+    assert "GOODPUTLAB_METRICS" not in text and "record_metrics" not in text and "GOODPUTLAB_SMOKE" not in text
+    assert "Error displaying widget" not in text
     # math: MathJax (served by the site itself) typeset every formula, without an input error
     if _has_math(f"{page}.ipynb"):
         v.page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=30_000)

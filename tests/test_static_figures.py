@@ -18,7 +18,7 @@ import ipywidgets as W
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from conftest import NOTEBOOKS, ROOT
 from goodputlab import charts
 from goodputlab.charts import static
 from goodputlab.notebook import METRICS_MIMETYPE, read_metrics, record_metrics
@@ -189,3 +189,29 @@ def test_static_outputs_keeps_figures_and_the_final_text_of_progress_bars():
     assert outs[0].data == {"text/plain": "training: 100% |" + "█" * 20 + "| 80/80 [00:05<00:00, 15.0step/s]"}
     assert outs[1].data == {"image/png": "AAAA", "text/plain": "<chart: t>"}
     assert "widgets" not in nb.metadata
+@pytest.mark.parametrize("rel", NOTEBOOKS)
+def test_committed_notebook_reads_without_a_kernel(rel):
+    """No widget view (it would draw an error without a kernel), a static figure for every chart
+    and panel, and the test plumbing hidden."""
+    nb = json.loads((ROOT / rel).read_text())
+    for i, cell in enumerate(nb["cells"]):
+        for out in cell.get("outputs", []) or []:
+            data = out.get("data", {})
+            assert WIDGET_VIEW not in data, f"cell {i}: a widget view without a kernel draws an error"
+            text = "".join(data.get("text/plain", ""))
+            if text.startswith(("<chart", "<panel", "<altair", "VBox(", "HBox(")):
+                assert "image/png" in data, f"cell {i}: a chart or panel without its static figure"
+            assert "GOODPUTLAB_METRICS" not in "".join(out.get("text", "")) + text, f"cell {i}: metrics in sight"
+    import nbformat
+
+    hidden = EN.plumbing_cells(nbformat.reads(json.dumps(nb), as_version=4))
+    assert hidden, "no parameters or record_metrics cell found"
+    for i in hidden:
+        meta = nb["cells"][i]["metadata"]
+        assert "remove-cell" in meta.get("tags", []) and meta.get("jupyter", {}).get("source_hidden"), (
+            f"cell {i} is test plumbing: tools/execute_notebooks.py hides it"
+        )
+    run = nb["metadata"].get("goodputlab")
+    assert run and run["run"] in ("full", "smoke") and {"cpu_cores", "gpu", "torch"} <= set(run["machine"])
+    captions = [c for c in nb["cells"] if "run-caption" in c["metadata"].get("tags", [])]
+    assert len(captions) == 1 and run["machine"]["torch"] in "".join(captions[0]["source"])
