@@ -94,10 +94,11 @@ def _check_static_figures(page, rel: str) -> None:
     want = _png_outputs(rel)
     assert want >= 1, f"{rel} has no static figure"
     page.wait_for_function(
-        f"() => [...document.querySelectorAll('.jp-OutputArea-output img')].filter(i => i.complete && i.naturalWidth > 0).length >= {want}",
+        f"() => [...window.jupyterapp.shell.currentWidget.node.querySelectorAll('.jp-OutputArea-output img')]"
+        f".filter(i => i.complete && i.naturalWidth > 0).length >= {want}",
         timeout=60_000,
     )
-    text = page.evaluate("document.querySelector('.jp-Notebook').textContent")
+    text = page.evaluate("window.jupyterapp.shell.currentWidget.node.textContent")  # this notebook's tab only
     for bad in ("Error displaying widget", "Loading widget", "GOODPUTLAB_METRICS", "Cannot display"):
         assert bad not in text, f"{rel}: {bad!r} in the notebook"
 
@@ -203,6 +204,7 @@ def test_chapter_without_a_kernel_shows_static_figures(lab):
         page.evaluate("async () => { await window.jupyterapp.shell.currentWidget.sessionContext.shutdown(); }")
         page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.sessionContext.session", timeout=60_000)
         _check_static_figures(page, rel)
-        collapsed = page.evaluate("document.querySelectorAll('.jp-InputArea.lm-mod-hidden, .jp-Cell .jp-InputPlaceholder').length")
+        collapsed = page.evaluate("window.jupyterapp.shell.currentWidget.node"
+                                  ".querySelectorAll('.jp-InputArea.lm-mod-hidden, .jp-Cell .jp-InputPlaceholder').length")
         assert collapsed >= 3, "the parameters, SMOKE and metrics cells are collapsed"
         browser.close()
