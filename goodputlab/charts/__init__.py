@@ -1,4 +1,4 @@
-"""Altair charts, one module per subject: runs, theory, cluster, checkpoints, pipeline.
+"""Altair charts, one module per subject: runs, theory, cluster, checkpoints, durability, pipeline, recovery, capstone.
 
 Every chart is a plain function returning an Altair chart built from tidy rows, so a
 widget redraws it by assigning ``JupyterChart.chart``. In a notebook call
@@ -10,17 +10,20 @@ places that run no kernel. The run charts (:func:`timeline`, :func:`breakdown`,
 
 from __future__ import annotations
 
-from . import checkpoints, cluster, pipeline, runs, theory
+from . import capstone, checkpoints, cluster, durability, pipeline, recovery, runs, theory
 from .base import CATEGORY_SCALE, save_png, setup_notebook
 from .runs import breakdown, loss_curve, timeline
 
 __all__ = [
     "CATEGORY_SCALE",
     "breakdown",
+    "capstone",
     "checkpoints",
     "cluster",
+    "durability",
     "loss_curve",
     "pipeline",
+    "recovery",
     "runs",
     "save_png",
     "setup_notebook",

@@ -44,6 +44,7 @@ from .checkpoint_cost import (
     checkpoint_cost,
 )
 from .checkpoint_tiers import node_loss_share, tiered_goodput, tiered_optimum
+from .frame import H100_BF16_PEAK_FLOPS
 from .cluster import LLAMA3_DURATION_S, LLAMA3_GPUS, LLAMA3_INTERRUPTIONS, device_mtbf_for_count
 from .renewal import cycle_times, optimal_interval, periodic_goodput
 from .recovery_at_scale import mean_restart_with_spares, spare_hit_share
@@ -77,7 +78,10 @@ class ClusterScenario:
       as failures come), swapped in within ``spare_swap_s`` instead of a cold
       restart;
     - ``data_stall_share``: share of step time waiting for input;
-    - ``mfu``: the program's model FLOPs utilisation;
+    - ``mfu``: the program's model FLOPs utilisation; with ``batch_tokens``
+      (tokens per optimizer step; Llama 3: 16M) and ``peak_flops`` (per GPU;
+      H100 BF16: 989 TFLOP/s) it sets the step time, and a checkpoint comes
+      after a whole number of steps;
     - ``days``: the job's length (spares are used up over it);
     - ``price_per_gpu_hour``: what a GPU-hour costs (any currency).
     """
@@ -94,6 +98,8 @@ class ClusterScenario:
     restart_s: float = 300.0
     data_stall_share: float = 0.0
     mfu: float = 0.40
+    batch_tokens: float = 16e6
+    peak_flops: float = H100_BF16_PEAK_FLOPS
     days: float = 54.0
     price_per_gpu_hour: float = 2.0
     host_copy_bps: float = H200_HOST_COPY_BPS
@@ -113,16 +119,18 @@ class ClusterScenario:
             validate.number(name, getattr(self, name), 0, 7 * SECONDS_PER_DAY, unit="seconds")
         validate.share("data_stall_share", self.data_stall_share)
         validate.number("mfu", self.mfu, 0, 1, low_open=True)
+        validate.number("batch_tokens", self.batch_tokens, 1, 1e12, unit="tokens")
+        validate.number("peak_flops", self.peak_flops, 1e9, 1e18, unit="FLOP/s")
         validate.number("days", self.days, 0.01, 3650, unit="days")
         validate.number("price_per_gpu_hour", self.price_per_gpu_hour, 0)
         validate.number("host_copy_bps", self.host_copy_bps, 1e6, unit="bytes per second")
         validate.number("peer_copy_bps", self.peer_copy_bps, 1e6, unit="bytes per second")
         job_mtbf = self.gpu_mtbf_years * SECONDS_PER_YEAR / self.gpus
         check(
-            job_mtbf >= 60.0,
+            job_mtbf >= 300.0,
             "gpu_mtbf_years",
             self.gpu_mtbf_years,
-            f"a rate that leaves the job at least a minute between failures (this gives {job_mtbf:.3g} s)",
+            f"a rate that leaves the job at least 5 minutes between failures (this gives {job_mtbf:.3g} s)",
         )
 
     def replace(self, **changes) -> "ClusterScenario":
@@ -137,6 +145,11 @@ class ClusterScenario:
     @property
     def failures_per_day(self) -> float:
         return SECONDS_PER_DAY / self.job_mtbf_s
+
+    @property
+    def step_s(self) -> float:
+        """Seconds of one optimizer step: ``6 N x batch_tokens / (GPUs x peak x MFU)`` (compute only)."""
+        return 6.0 * self.parameters * self.batch_tokens / (self.gpus * self.peak_flops * self.mfu)
 
 
 @dataclass(frozen=True)
@@ -197,6 +210,8 @@ class ClusterResult:
             "failures_per_day": s.failures_per_day,
             "recovery_min": self.recovery_s / 60.0,
             "interval_min": self.interval_s / 60.0,
+            "interval_steps": self.interval_s / s.step_s,
+            "step_s": s.step_s,
             "goodput": self.goodput,
             "ettr": self.ettr,
             "gpu_hours_lost_per_day": self.gpu_hours_lost_per_day,
@@ -259,6 +274,13 @@ def expected_breakdown(
     return out
 
 
+def _whole_steps(tau_s: float, step_s: float, goodput) -> float:
+    """The better of the whole numbers of steps around ``tau_s`` (at least one step)."""
+    below = max(1, math.floor(tau_s / step_s))
+    candidates = [below * step_s, (below + 1) * step_s]
+    return max(candidates, key=goodput)
+
+
 def evaluate(scenario: ClusterScenario | None = None, interval_s: float | None = None) -> ClusterResult:
     """The figures of a scenario at its optimal checkpoint interval (or at ``interval_s`` seconds)."""
     s = scenario or ClusterScenario()
@@ -277,12 +299,17 @@ def evaluate(scenario: ClusterScenario | None = None, interval_s: float | None =
         ram_restore, ram_lag = ckpt.rank_bytes / s.host_copy_bps, 0.0
     stall = s.data_stall_share
 
+    step = s.step_s
     if s.strategy in ("sync", "async"):
         blocking = ckpt.write_s if s.strategy == "sync" else ckpt.snapshot_s
         lag = 0.0 if s.strategy == "sync" else ckpt.write_s
         r = restart + storage_restore
-        tau = interval_s if interval_s is not None else optimal_interval(blocking, r, m, durable_lag_s=lag)
-        raw = periodic_goodput(tau, blocking, r, m, durable_lag_s=lag)
+
+        def one_tier(t: float) -> float:
+            return periodic_goodput(t, blocking, r, m, durable_lag_s=lag)
+
+        tau = interval_s if interval_s is not None else _whole_steps(optimal_interval(blocking, r, m, durable_lag_s=lag), step, one_tier)
+        raw = one_tier(tau)
         p, restores, weights = 1.0, (storage_restore, 0.0), (1.0, 0.0)
     else:
         blocking = ckpt.snapshot_s
@@ -290,10 +317,17 @@ def evaluate(scenario: ClusterScenario | None = None, interval_s: float | None =
         p = node_loss_share(include_planned=True) if s.strategy == "memory, same node" else 0.0
         disk_lag = max(ram_lag, ckpt.write_s)
         kwargs = dict(disk_every=s.disk_every, node_loss_share=p, ram_lag_s=ram_lag, disk_lag_s=disk_lag)
+        def two_tier(t: float) -> float:
+            first, cycle = cycle_times(t, blocking, ram_lag)
+            if disk_lag > first + (s.disk_every - 1) * cycle:
+                return 0.0  # the storage copies cannot keep up at this interval
+            return tiered_goodput(t, blocking, restart + ram_restore, restart + storage_restore, m, **kwargs)
+
         if interval_s is None:
-            lo = max(disk_lag / s.disk_every, m * 1e-5)
-            grid = np.logspace(math.log10(lo), math.log10(m), 50)
-            tau = tiered_optimum(blocking, restart + ram_restore, restart + storage_restore, m, intervals_s=grid, **kwargs)["interval_s"]
+            lo = max(disk_lag / s.disk_every, step, m * 1e-5)
+            grid = np.logspace(math.log10(lo), math.log10(max(m, 2 * lo)), 50)
+            best = tiered_optimum(blocking, restart + ram_restore, restart + storage_restore, m, intervals_s=grid, **kwargs)
+            tau = _whole_steps(best["interval_s"], step, two_tier)
         else:
             tau = interval_s
         raw = tiered_goodput(tau, blocking, restart + ram_restore, restart + storage_restore, m, **kwargs)

@@ -332,3 +332,90 @@ def tiered_optimum(
     fine = np.logspace(math.log10(lo), math.log10(hi), 25)
     best = max(fine, key=g)
     return {"interval_s": float(best), "goodput": g(float(best))}
+
+
+# ---------------------------------------------------------------------------
+# the four strategies of chapter 4, each with its durability
+
+
+def strategy_goodput(
+    strategy: str,
+    interval_s: float,
+    blocking_s: float,
+    durable_s: float,
+    restart_s: float,
+    mtbf_s: float,
+    *,
+    disk_every: int = 4,
+    node_loss_share: float = 0.0,
+    ram_restart_s: float | None = None,
+    disk_lag_s: float | None = None,
+) -> float:
+    """Goodput of one of the lab's strategies with what makes its checkpoints safe.
+
+    ``blocking_s``: the part of a save that blocks; ``durable_s``: from the start
+    of the save until it is durable (in storage; for ``memory``, in RAM), so
+    the lag is ``durable_s - blocking_s``; ``restart_s``: recovery when
+    restoring from storage (``ram_restart_s``, default the same, from RAM).
+    ``sync``, ``async`` and ``dcp`` are one storage tier
+    (:func:`goodputlab.theory.renewal.periodic_goodput` with the lag);
+    ``memory`` is :func:`tiered_goodput` with a storage copy every
+    ``disk_every``-th save, durable ``disk_lag_s`` after its snapshot (default:
+    the RAM lag), and ``node_loss_share`` of failures taking the RAM tier.
+    """
+    validate.choice("strategy", strategy, ("sync", "async", "dcp", "memory"))
+    lag = max(0.0, durable_s - blocking_s)
+    if strategy != "memory":
+        return periodic_goodput(interval_s, blocking_s, restart_s, mtbf_s, durable_lag_s=lag)
+    first, cycle = cycle_times(interval_s, blocking_s, lag)
+    disk_lag = lag if disk_lag_s is None else disk_lag_s
+    if disk_lag > first + (disk_every - 1) * cycle:
+        return 0.0  # storage copies cannot keep up at this interval
+    return tiered_goodput(
+        interval_s, blocking_s, restart_s if ram_restart_s is None else ram_restart_s, restart_s, mtbf_s,
+        disk_every=disk_every, node_loss_share=node_loss_share, ram_lag_s=lag, disk_lag_s=disk_lag,
+    )
+
+
+def strategy_optimum(strategy: str, blocking_s: float, durable_s: float, restart_s: float, mtbf_s: float, **memory) -> dict[str, float]:
+    """The best interval of :func:`strategy_goodput` (seconds) and its goodput: ``{interval_s, goodput, save_s}``.
+
+    A log grid from ``M/1e5`` to ``M``, refined around the best point.
+    """
+    validate.seconds("mtbf_s", mtbf_s, positive=True)
+
+    def g(tau: float) -> float:
+        return strategy_goodput(strategy, tau, blocking_s, durable_s, restart_s, mtbf_s, **memory)
+
+    grid = np.logspace(math.log10(mtbf_s * 1e-5), math.log10(mtbf_s), 80)
+    values = [g(t) for t in grid]
+    k = int(np.argmax(values))
+    fine = np.logspace(math.log10(grid[max(k - 1, 0)]), math.log10(grid[min(k + 1, len(grid) - 1)]), 41)
+    best = float(max(fine, key=g))
+    return {"interval_s": best, "goodput": g(best), "save_s": blocking_s}
+
+
+def strategy_curves(
+    costs: dict[str, dict[str, float]],
+    restart_s: float,
+    mtbf_s: float,
+    intervals_s: Iterable[float],
+    **memory,
+) -> list[dict]:
+    """Rows ``{strategy, interval_s, goodput, model}`` for each strategy and interval, two models each.
+
+    ``costs`` maps a strategy to ``{"blocking_s", "durable_s"}`` (chapter 4's
+    measured anatomy). ``model`` is ``"durable"`` (:func:`strategy_goodput`:
+    the lag to durable, and for ``memory`` the failures that take the RAM
+    tier) or ``"blocking only"`` (Daly's model with the blocking part alone,
+    as if every save were durable the moment it returned).
+    """
+    rows = []
+    intervals = list(intervals_s)
+    for s, c in costs.items():
+        for tau in intervals:
+            rows.append({"strategy": s, "interval_s": tau, "model": "durable",
+                         "goodput": strategy_goodput(s, tau, c["blocking_s"], c["durable_s"], restart_s, mtbf_s, **memory)})
+            rows.append({"strategy": s, "interval_s": tau, "model": "blocking only",
+                         "goodput": periodic_goodput(tau, c["blocking_s"], restart_s, mtbf_s)})
+    return rows

@@ -13,17 +13,21 @@ from __future__ import annotations
 
 from .checkpoints import CheckpointPanel  # chapter 4
 from .common import RunControls, big_number, chart_widget, set_big_number
+from .capstone import CapstonePanel  # chapter 10
 from .pipeline import DepthCalculator, PipelinePanel  # chapter 5
+from .recovery_at_scale import RecoveryPanel  # chapter 2
 from .run_panel import RunPanel  # chapter 1
 from .theory import CheckpointCalculator, ClusterPanel, IntervalPanel  # chapters 2 and 3
 
 __all__ = [
+    "CapstonePanel",
     "CheckpointCalculator",
     "CheckpointPanel",
     "ClusterPanel",
     "DepthCalculator",
     "IntervalPanel",
     "PipelinePanel",
+    "RecoveryPanel",
     "RunControls",
     "RunPanel",
     "big_number",
