@@ -66,6 +66,7 @@ def test_chapter_3_non_poisson_and_the_timer(executed_notebook):
     for k, g in sim.items():
         assert g == pytest.approx(opt[k]["goodput"], abs=0.005)  # the simulator with Weibull gaps agrees
     assert m["progress_half"] == pytest.approx(0.771, abs=0.001) and m["timer_half"] == pytest.approx(0.787, abs=0.001)
+    assert m["policy_panel"]["progress"] == pytest.approx(m["progress_half"])
     for row in m["policy_sim"]:  # 20,000 simulated failures each
         x = row["x"]
         exact = x / math.expm1(x) if row["policy"].startswith("progress") else -math.expm1(-x) / x

@@ -42,3 +42,18 @@ def test_levers(panel):
     assert runs == {"baseline: Llama 3, 1.5 + 5 min recovery", "your settings"}
     assert any(r.get("lever") for r in chart_rows(panel.lever_chart.chart))
     panel.shape.value = 1.0
+
+
+def test_policy_panel():
+    from goodputlab.widgets import PolicyPanel
+
+    p = PolicyPanel(failures=20_000, seed=2)
+    f = p.figures()
+    assert f["x"] == pytest.approx(0.5) and f["progress"] == pytest.approx(0.771, abs=0.001)
+    assert f["timer"] == pytest.approx(0.787, abs=0.001) and f["timer_saves_per_mtbf"] > f["progress_saves_per_mtbf"]
+    p.x.value = 1.0  # the observer redraws
+    assert "58.2%" in p.facts.value and "63.2%" in p.facts.value
+    s = p.simulate_once()
+    assert s["progress"] == pytest.approx(0.582, abs=0.02) and s["timer"] == pytest.approx(0.632, abs=0.02)
+    rows = chart_rows(p.chart.chart)
+    assert sum(1 for r in rows if r.get("x") == pytest.approx(1.0)) >= 4  # two simulated, two marks

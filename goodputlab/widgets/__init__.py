@@ -15,7 +15,7 @@ from .checkpoints import CheckpointPanel  # chapter 4
 from .common import RunControls, big_number, chart_widget, set_big_number
 from .capstone import CapstonePanel  # chapter 10
 from .pipeline import DepthCalculator, PipelinePanel  # chapter 5
-from .recovery_at_scale import RecoveryPanel  # chapter 2
+from .recovery_at_scale import PolicyPanel, RecoveryPanel  # chapters 2 and 3
 from .run_panel import RunPanel  # chapter 1
 from .theory import CheckpointCalculator, ClusterPanel, IntervalPanel  # chapters 2 and 3
 
@@ -27,6 +27,7 @@ __all__ = [
     "DepthCalculator",
     "IntervalPanel",
     "PipelinePanel",
+    "PolicyPanel",
     "RecoveryPanel",
     "RunControls",
     "RunPanel",

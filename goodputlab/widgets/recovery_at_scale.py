@@ -188,3 +188,64 @@ class RecoveryPanel:
         from IPython.display import display
 
         display(self.widget)
+
+
+class PolicyPanel:
+    """Chapter 3's sidebar: checkpoint after a count of progress, or on a wall-clock timer?
+
+    Slider: the interval over the MTBF (``x = tau/M``). Free saves and restarts,
+    Poisson failures: the two exact curves with the chosen ``x`` marked, the
+    goodput of each and how often each saves; **simulate** plays both policies
+    through the same ``failures`` simulated failures (:meth:`simulate_once`).
+    """
+
+    def __init__(self, failures: int = 20_000, seed: int = 0):
+        self.failures, self.seed = failures, seed
+        self.x = W.FloatLogSlider(value=0.5, base=10, min=-2, max=math.log10(3.0), step=0.01, description="interval / MTBF",
+                                  style=_STYLE, layout=_LAYOUT, continuous_update=False, readout_format=".3g")
+        self.button = W.Button(description="simulate", icon="play")
+        self.facts = W.HTML()
+        self.chart = chart_widget(_EMPTY)
+        self.simulated: list[dict] = []
+        self.x.observe(lambda _change: self.redraw(), names="value")
+        self.button.on_click(lambda _b: self.simulate_once())
+        self.widget = W.VBox([W.HBox([self.x, self.button]), self.facts, self.chart])
+        self.redraw()
+
+    def figures(self) -> dict[str, float]:
+        """Goodput of both policies at the slider's ``x``, and saves per MTBF of wall time."""
+        x = self.x.value
+        progress, timer = recovery_at_scale.progress_goodput_free(x, 1.0), recovery_at_scale.timer_goodput_free(x, 1.0)
+        return {
+            "x": x,
+            "progress": progress,
+            "timer": timer,
+            # the timer saves every tau of wall time; the progress policy once per tau of kept work
+            "timer_saves_per_mtbf": 1.0 / x,
+            "progress_saves_per_mtbf": progress / x,
+        }
+
+    def simulate_once(self) -> dict[str, float]:
+        """Both policies through the same simulated failures at the slider's ``x``; adds the points to the chart."""
+        x = self.x.value
+        s = recovery_at_scale.simulate_policies_free(x, 1.0, self.failures, seed=self.seed)
+        self.simulated += [{"x": x, "policy": "progress: x/(e^x - 1)", "goodput": s["progress"]},
+                           {"x": x, "policy": "wall-clock timer: (1 - e^-x)/x", "goodput": s["timer"]}]
+        self.redraw()
+        return s
+
+    def redraw(self) -> None:
+        f = self.figures()
+        self.facts.value = (
+            f"at tau = {f['x']:.3g} M: progress policy <b>{f['progress']:.1%}</b>, saving {f['progress_saves_per_mtbf']:.3g}"
+            f" times per MTBF; timer <b>{f['timer']:.1%}</b>, saving {f['timer_saves_per_mtbf']:.3g} times per MTBF"
+        )
+        rows = recovery_charts.policy_rows([i / 40 for i in range(1, 121)])
+        marks = [{"x": f["x"], "policy": "progress: x/(e^x - 1)", "goodput": f["progress"]},
+                 {"x": f["x"], "policy": "wall-clock timer: (1 - e^-x)/x", "goodput": f["timer"]}]
+        self.chart.chart = recovery_charts.policy_chart(rows, measured=self.simulated + marks)
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)
