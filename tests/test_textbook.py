@@ -151,3 +151,18 @@ def test_exercise_answers_are_what_the_package_computes():
     small = capstone.evaluate(capstone.ClusterScenario(parameters=70e9, gpus=2048, storage_bps=2e11))
     assert f"**{small.checkpoint.write_s:.1f} s**" in ch10 and f"**{small.goodput:.1%}**" in ch10
     assert f"**{small.scenario.job_mtbf_s / 3600:.0f} hours**" in ch10
+
+
+def test_exercise_answers_of_chapters_8_and_9():
+    ch8, ch9 = ROOT / "book" / "08_statistical_efficiency.ipynb", ROOT / "book" / "09_serving_goodput.ipynb"
+    if not (ch8.exists() and ch9.exists()):
+        pytest.skip("chapters 8 and 9 are not in this checkout")
+    md8, md9 = markdown(ch8), markdown(ch9)
+    eff = lambda m, b=48, m0=8: (b + m0) / (b + m)
+    assert f"**{eff(64):.2f}**" in md8 and f"**{eff(256):.2f}**" in md8
+    assert f"**{math.sqrt(48 * 2 / 0.35):.1f}**" in md8
+    assert f"**{(1 / (0.99 * 0.2)) / (1 / 0.8):.1f} times**" in md8
+    assert f"**{32 * eff(256):.1f}**" in md8 and f"**{1 + 48 // 8}**" in md8
+    assert f"**{(0.772 - 0.400) / 31 * 1000:.1f} ms**" in md9
+    assert f"**{6 * 2 * 384 * 4:,} bytes**" in md9 and f"**{80 * 2 * 8 * 128 * 2:,} bytes**" in md9
+    assert f"**{200 * 6 * 2 * 384 * 4 / 1e6:.1f} MB**" in md9
