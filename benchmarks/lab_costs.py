@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 import goodputlab as gl
-from goodputlab.workload import PRESETS
+from goodputlab.training.workload import PRESETS
 
 ROOT = Path(__file__).resolve().parent.parent
 LAB_MTBF_S = 8.0  # the MTBF of chapters 1 and 3's lab runs (seconds)
