@@ -108,22 +108,27 @@ def cycle_times(interval_s: float, blocking_s: float, durable_lag_s: float = 0.0
 
 
 def durable_checkpoints_survival_sum(
-    first_durable_s: float, cycle_s: float, survival: Callable[[np.ndarray], np.ndarray]
+    first_durable_s: float, cycle_s: float, survival: Callable[[np.ndarray], np.ndarray], horizon_s: float | None = None
 ) -> float:
     """``sum_{n >= 0} S(first_durable_s + n * cycle_s)``: the expected number of durable checkpoints in an up period.
 
-    ``survival`` maps an array of ages (seconds) to probabilities. The sum runs in
-    chunks until the survival is negligible; past ``_MAX_TERMS`` terms the tail is
-    replaced by its integral (the terms then vary slowly).
+    ``survival`` maps an array of ages (seconds) to probabilities; ``horizon_s``,
+    if known, is an age past which it is negligible (it sizes the first chunk).
+    The sum runs in chunks until the survival is negligible; past ``_MAX_TERMS``
+    terms the tail is replaced by its integral (the terms then vary slowly).
     """
     total, n0 = 0.0, 0
+    chunk = _CHUNK
+    if horizon_s is not None:
+        chunk = int(min(_CHUNK, max(64, (horizon_s - first_durable_s) / cycle_s + 2)))
     while n0 < _MAX_TERMS:
-        ages = first_durable_s + cycle_s * np.arange(n0, n0 + _CHUNK, dtype=float)
+        ages = first_durable_s + cycle_s * np.arange(n0, n0 + chunk, dtype=float)
         s = survival(ages)
         total += float(s.sum())
         if s[-1] < _TAIL:
             return total
-        n0 += _CHUNK
+        n0 += chunk
+        chunk = _CHUNK
     # the rest: integral of S from the next age on, over the cycle (trapezoid on a log grid)
     start = first_durable_s + cycle_s * n0
     grid = start * np.logspace(0.0, 8.0, 20_001)
@@ -169,8 +174,9 @@ def periodic_goodput(
         kept = math.exp(-exponent) / -math.expm1(-later / mtbf_s)
     else:
         scale = weibull_scale(mtbf_s, shape)
+        horizon = scale * (-math.log(_TAIL)) ** (1.0 / shape)  # S(horizon) = _TAIL
         kept = durable_checkpoints_survival_sum(
-            first_durable, later, lambda t: np.exp(-np.power(np.maximum(t, 0.0) / scale, shape))
+            first_durable, later, lambda t: np.exp(-np.power(np.maximum(t, 0.0) / scale, shape)), horizon
         )
     return (1.0 - data_stall_fraction) * interval_s * kept / mtbf_s
 
