@@ -26,7 +26,7 @@ copyright = "the goodputlab authors, Apache-2.0"
 
 extensions = ["myst_nb", "sphinx-mathjax-offline"]
 root_doc = "book/index"
-include_patterns = ["book/index.md", "book/*.ipynb", "labs/*.ipynb", "labs/*.md", "labs/solutions/*.ipynb"]
+include_patterns = ["book/*.md", "book/*.ipynb", "labs/*.ipynb", "labs/*.md", "labs/solutions/*.ipynb"]
 exclude_patterns = ["**/_build", "**/.ipynb_checkpoints", ".venv", "**/node_modules"]
 
 # --- notebooks: committed outputs, no execution ------------------------------------------------

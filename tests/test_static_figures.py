@@ -137,8 +137,10 @@ def test_every_panel_displays_through_panel_view():
     import goodputlab.widgets as widgets
 
     panels = []
-    for module in ("checkpoints", "efficiency", "pipeline", "run_panel", "serving", "theory"):
-        mod = __import__(f"goodputlab.widgets.{module}", fromlist=["x"])
+    import pkgutil
+
+    for info in pkgutil.iter_modules(widgets.__path__):
+        mod = __import__(f"goodputlab.widgets.{info.name}", fromlist=["x"])
         panels += [c for _, c in inspect.getmembers(mod, inspect.isclass)
                    if c.__module__ == mod.__name__ and "_ipython_display_" in vars(c)]
     assert len(panels) >= 8
