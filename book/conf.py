@@ -13,8 +13,11 @@ the pages show the committed outputs.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
+
+from docutils import nodes
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -79,7 +82,22 @@ def _redirect_root(app, exception):
         )
 
 
+_HTML_ANCHOR = re.compile(r"""<a\s+id=["']([^"']+)["']\s*>""")  # MyST: the </a> is a node of its own
+
+
+def _html_anchors(app, doctree):
+    """Register the ``<a id="young-1974"></a>`` anchors of a page (book/references.md: they work on
+    GitHub and in JupyterLab too) as labels, so ``[Young 1974](references.md#young-1974)`` resolves
+    (MyST only knows headings and explicit targets)."""
+    std = app.env.domains.standard_domain
+    for node in doctree.findall(nodes.raw):
+        if node.get("format") == "html":
+            for anchor in _HTML_ANCHOR.findall(node.astext()):
+                std.anonlabels[anchor] = (app.env.docname, anchor)
+
+
 def setup(app):
+    app.connect("doctree-read", _html_anchors)
     # after the theme's own handler (priority 501), which builds the launch buttons
     app.connect("html-page-context", _binder_button, priority=900)
     app.connect("build-finished", _redirect_root)
