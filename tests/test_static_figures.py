@@ -8,6 +8,7 @@ tests/test_browser.py; the site side (every figure drawn) in tests/test_site.py.
 from __future__ import annotations
 
 import base64
+import re
 import json
 import struct
 import sys
@@ -191,6 +192,29 @@ def test_static_outputs_keeps_figures_and_the_final_text_of_progress_bars():
     assert outs[0].data == {"text/plain": "training: 100% |" + "█" * 20 + "| 80/80 [00:05<00:00, 15.0step/s]"}
     assert outs[1].data == {"image/png": "AAAA", "text/plain": "<chart: t>"}
     assert "widgets" not in nb.metadata
+def test_hide_plumbing_keeps_a_scoreboard_in_sight():
+    """A metrics cell is removed from the site and collapsed; one that also shows the lab's
+    scoreboard keeps its output (only the source is hidden)."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell('SMOKE = os.environ.get("GOODPUTLAB_SMOKE") == "1"', metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("if SMOKE:\n    STEPS = 10"),
+        nbformat.v4.new_code_cell("run = gl.run()"),
+        nbformat.v4.new_code_cell("gl.record_metrics(goodput=run.goodput)"),
+        nbformat.v4.new_code_cell("gl.record_metrics(**score.metrics())\nscore"),
+    ]
+    assert EN.plumbing_cells(nb) == [0, 1, 3, 4]
+    EN.hide_plumbing(nb)
+    EN.hide_plumbing(nb)  # twice: the same tags, not two of each
+    tags = [c.metadata.get("tags", []) for c in nb.cells]
+    assert tags == [["parameters", "remove-cell"], ["remove-cell"], [], ["remove-cell"], ["remove-input"]]
+    assert nb.cells[3].metadata.jupyter == {"source_hidden": True, "outputs_hidden": True}
+    assert nb.cells[4].metadata.jupyter == {"source_hidden": True}
+    assert not EN.shows_more_than_metrics("x = 1\ngl.record_metrics(a=1)")
+
+
 @pytest.mark.parametrize("rel", NOTEBOOKS)
 def test_committed_notebook_reads_without_a_kernel(rel):
     """No widget view (it would draw an error without a kernel), a static figure for every chart
@@ -210,9 +234,16 @@ def test_committed_notebook_reads_without_a_kernel(rel):
     assert hidden, "no parameters or record_metrics cell found"
     for i in hidden:
         meta = nb["cells"][i]["metadata"]
-        assert "remove-cell" in meta.get("tags", []) and meta.get("jupyter", {}).get("source_hidden"), (
+        source = "".join(nb["cells"][i]["source"])
+        tag = "remove-input" if "record_metrics(" in source and EN.shows_more_than_metrics(source) else "remove-cell"
+        assert tag in meta.get("tags", []) and meta.get("jupyter", {}).get("source_hidden"), (
             f"cell {i} is test plumbing: tools/execute_notebooks.py hides it"
         )
+    for i, cell in enumerate(nb["cells"]):  # the SMOKE switch stays in the hidden cells
+        if cell["cell_type"] == "code" and i not in hidden:
+            assert not re.search(r"\bSMOKE\b", "".join(cell["source"])), (
+                f"cell {i}: SMOKE in sight (derive the size in the hidden cell after the parameters)"
+            )
     run = nb["metadata"].get("goodputlab")
     assert run and run["run"] in ("full", "smoke") and {"cpu_cores", "gpu", "torch"} <= set(run["machine"])
     captions = [c for c in nb["cells"] if "run-caption" in c["metadata"].get("tags", [])]

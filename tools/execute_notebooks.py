@@ -15,12 +15,15 @@ notebook keeps its own cells. Fails on any cell error. After executing, every wr
 2. hides the test plumbing: the ``parameters`` cell, the cell that shrinks sizes under SMOKE and
    the ``record_metrics`` cell are removed from the website (tag ``remove-cell``) and collapsed in
    JupyterLab (``jupyter.source_hidden``); metrics are an invisible output (goodputlab.notebook).
+   A ``record_metrics`` cell that also displays something (a lab's scoreboard) keeps that output
+   in sight: only its source is hidden (tag ``remove-input``).
 3. records the run in its metadata (``goodputlab``: full or smoke, date, machine: cores, GPU or
    none, torch) and says so to the reader in a caption under the title (tag ``run-caption``).
 """
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import html
 import os
@@ -37,6 +40,7 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 STATIC = ("image/png", "image/svg+xml", "image/jpeg")
 HIDDEN_TAG = "remove-cell"
+SHOWN_TAG = "remove-input"  # a plumbing cell whose output is for the reader
 CAPTION_TAG = "run-caption"
 BUDGET_S = 60.0  # each notebook in SMOKE mode (the developers' brief)
 
@@ -101,16 +105,40 @@ def plumbing_cells(nb: nbformat.NotebookNode) -> list[int]:
     return sorted(set(found))
 
 
+def shows_more_than_metrics(source: str) -> bool:
+    """Whether a ``record_metrics`` cell also displays something for the reader: its last statement
+    is an expression other than the ``record_metrics`` call (a lab's scoreboard)."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return False
+    if not body or not isinstance(body[-1], ast.Expr):
+        return False
+    value = body[-1].value
+    if isinstance(value, ast.Call):
+        func = value.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        return name != "record_metrics"
+    return True
+
+
 def hide_plumbing(nb: nbformat.NotebookNode) -> None:
+    """Tag and collapse the plumbing cells. A ``record_metrics`` cell that also displays something
+    (a lab's scoreboard) keeps its output: only its source is hidden (tag ``remove-input``)."""
     for i in plumbing_cells(nb):
         cell = nb.cells[i]
         tags = cell.metadata.setdefault("tags", [])
-        if HIDDEN_TAG not in tags:
-            tags.append(HIDDEN_TAG)
         jupyter = cell.metadata.setdefault("jupyter", {})
         jupyter["source_hidden"] = True
-        if "record_metrics(" in cell.source:
+        keep_output = "record_metrics(" in cell.source and shows_more_than_metrics(cell.source)
+        tag, other = (SHOWN_TAG, HIDDEN_TAG) if keep_output else (HIDDEN_TAG, SHOWN_TAG)
+        tags[:] = [t for t in tags if t != other]
+        if tag not in tags:
+            tags.append(tag)
+        if "record_metrics(" in cell.source and not keep_output:
             jupyter["outputs_hidden"] = True
+        else:
+            jupyter.pop("outputs_hidden", None)
 
 
 # --- 3. what ran, and where ------------------------------------------------------------------------
