@@ -149,3 +149,42 @@ def test_instructor_guide_tells_binder_users_what_to_do():
     guide = (ROOT / "labs" / "INSTRUCTOR.md").read_text()
     section = guide.split("## On Binder", 1)[1].split("\n## ", 1)[0]
     assert "make lab" in section and "labpath=" in section
+
+
+def test_dockerfile_installs_binders_pins_with_a_cuda_torch(tmp_path):
+    """The Dockerfile's install step, run with `pip install` replaced by a print (no Docker daemon in
+    CI): every package at Binder's pin, torch at constraints/cpu.txt's version without the CPU tag
+    (PyPI's Linux torch is the CUDA build), the project's dependencies all installed; the image runs
+    Binder's Python and opens chapter 1; the shared-memory flag is documented where it is needed."""
+    import re
+    import shlex
+
+    text = (ROOT / "Dockerfile").read_text()
+    lines = text.replace("\\\n", " ").splitlines()
+    install = next(line[4:] for line in lines if line.startswith("RUN ") and "binder/requirements.txt" in line)
+    pinned_file = tmp_path / "pinned.txt"
+    script = install.replace("/tmp/pinned.txt", shlex.quote(str(pinned_file))).replace("pip install", "echo PIP")
+    out = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=ROOT, capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode == 0, out.stderr
+    calls = [line.split()[1:] for line in out.stdout.splitlines() if line.startswith("PIP ")]
+    assert len(calls) == 2, out.stdout
+    pins = pinned()
+    constraints = BR.parse(pinned_file.read_text())
+    assert constraints == {k: v for k, v in pins.items() if k != "torch"}, "the constraints are Binder's pins less torch"
+    cpu = (ROOT / "constraints" / "cpu.txt").read_text()
+    want = next(line.split("==")[1].strip() for line in cpu.splitlines() if line.startswith("torch=="))
+    assert calls[0][-1] == f"torch=={want}", calls[0]
+    args = [a for a in calls[1] if "==" in a]
+    installed = {canonicalize_name(a.split("==")[0]): a.split("==")[1] for a in args}
+    project = {canonicalize_name(r.name) for r in BR.direct_requirements() if not r.marker} - {"torch"}
+    assert project <= set(installed), f"the image leaves out {project - set(installed)}"
+    assert all(pins[name] == version for name, version in installed.items()), installed
+    # Binder's Python; chapter 1 opens; postBuild sets JupyterLab up as on Binder
+    runtime = (ROOT / "binder" / "runtime.txt").read_text().strip().removeprefix("python-")
+    assert re.search(rf"^FROM python:{re.escape(runtime)}-slim$", text, re.M)
+    url = re.search(r"default_url=/lab/tree/(\S+?)\"", text).group(1)
+    assert (ROOT / url).exists(), url
+    assert "RUN bash binder/postBuild" in text
+    readme = (ROOT / "README.md").read_text()
+    assert "--shm-size" in text and "--shm-size" in readme
