@@ -85,13 +85,16 @@ test: $(TEST_STAMP)
 test-fast: $(TEST_STAMP)
 	$(BIN)/python -m pytest tests -m "not notebooks" $(PYTEST_ARGS)
 
-# Every benchmark in turn (about 20 minutes on 2 cores); record what they print in benchmarks/RESULTS.md.
+# Every benchmark in turn (about 35 minutes on 2 cores); record what they print in benchmarks/RESULTS.md.
 bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/ledger_overhead.py
+	$(BIN)/python benchmarks/recorder_overhead.py
 	$(BIN)/python benchmarks/simulate_speed.py
 	$(BIN)/python benchmarks/checkpoint_stall.py
 	$(BIN)/python benchmarks/pipeline.py
 	$(BIN)/python benchmarks/validate_theory.py
+	$(BIN)/python benchmarks/batch_sweep.py
+	$(BIN)/python benchmarks/serving.py
 
 clean:
 	rm -rf runs .pytest_cache benchmarks/out

@@ -21,3 +21,11 @@ def check(condition: bool, field: str, value: object, allowed: str) -> None:
     """Raise :class:`ConfigError` unless ``condition`` holds."""
     if not condition:
         raise ConfigError(field, value, allowed)
+
+
+class RunFileError(ValueError):
+    """A file of a run folder that cannot be read as what it should be.
+
+    The message names the file (and the line, for ``events.jsonl``) and the problem,
+    so a user sees where to look instead of a traceback from deep inside a reader.
+    """

@@ -10,10 +10,10 @@ import subprocess
 import pytest
 
 from goodputlab import theory
-from goodputlab.adaptive import PRIOR_FAILURES, PRIOR_MTBF_S, AutoInterval
-from goodputlab.config import RunConfig
-from goodputlab.events import read_events
-from goodputlab.supervisor import run_supervised
+from goodputlab.checkpoints.interval import PRIOR_FAILURES, PRIOR_MTBF_S, AutoInterval
+from goodputlab.engine.config import RunConfig
+from goodputlab.engine.events import EventLogWarning, read_events
+from goodputlab.engine.supervisor import run_supervised
 
 from conftest import RESUME_SETTINGS
 
@@ -55,8 +55,13 @@ def test_auto_interval_reads_failures_and_save_costs_from_the_event_log(tmp_path
         (2.0, 0, "ckpt_save"), (2.05, 0, "failure"),  # a save cut short by a kill is not a measurement
         (2.6, 1, "spawn"), (3.0, 1, "ckpt_save"), (3.4, 1, "compute"), (4.0, 1, "failure"),
     ]
-    log.write_text("".join(json.dumps({"t": t, "attempt": a, "step": None, "kind": k}) + "\n" for t, a, k in rows) + '{"t": 4.1, "cut')
-    est = AutoInterval.from_event_log(log)
+    step = {"compute": 0, "data_wait": 1}  # the phases of a step name it
+    log.write_text(
+        "".join(json.dumps({"t": t, "attempt": a, "step": step.get(k), "kind": k}) + "\n" for t, a, k in rows)
+        + '{"t": 4.1, "cut'
+    )
+    with pytest.warns(EventLogWarning, match="line 12: cut short"):  # killed mid-write: skipped, and said
+        est = AutoInterval.from_event_log(log)
     assert est.failure_times == [2.05, 4.0]
     assert est.unexposed_s == pytest.approx(2.6 - 2.05)  # from the first failure to the next launch
     assert est.mtbf_s(4.0) == pytest.approx((PRIOR_FAILURES * PRIOR_MTBF_S + 4.0 - 0.55) / (PRIOR_FAILURES + 2))
@@ -68,7 +73,7 @@ def test_auto_interval_reads_failures_and_save_costs_from_the_event_log(tmp_path
 def test_auto_interval_retunes_from_measured_saves_and_failures(tmp_path, clean_run):
     """--ckpt-every auto on a killed run: intervals follow Daly's formula for the estimates, which move."""
     from goodputlab import theory
-    from goodputlab.adaptive import PRIOR_FAILURES, PRIOR_MTBF_S
+    from goodputlab.checkpoints.interval import PRIOR_FAILURES, PRIOR_MTBF_S
 
     # storage latency paces the steps (~50 ms with two loader workers) without changing the data, so the
     # first attempts live long enough for the prior interval (~1.2 s) to come due; the final model is the same
@@ -136,7 +141,14 @@ def test_cli_runs_the_memory_strategy_with_an_auto_interval(cli, cli_env, tmp_pa
     assert summary["config"]["ckpt"] == "memory" and summary["config"]["ckpt_every"] == "auto"
     events = read_events(out / "events.jsonl")
     assert [e["source"] for e in events if e["kind"] == "restored"] == ["memory"]
-    assert any(e["kind"] == "ckpt_interval" for e in events)
+    last = [e for e in events if e["kind"] == "ckpt_interval"][-1]
+    assert summary["auto_interval"] == {k: last[k] for k in ("interval_s", "save_s", "mtbf_s", "failures_seen")}
+    # the table says which interval the run chose, and from what
+    from goodputlab.engine.report import breakdown_table
+
+    table = breakdown_table(summary)
+    assert f"--ckpt-every auto: last chose {last['interval_s']:.3g} s between saves" in table
+    assert f"after {last['failures_seen']} failures" in table
 
 
 def test_auto_interval_chart_draws_every_decision_the_optimum_and_the_failures():

@@ -19,6 +19,15 @@ def test_chapter_1_figures(executed_notebook):
     assert m["panel_runs"] == 1 and 0 < m["panel_goodput"] < 1
 
 
+def test_chapter_1_measures_a_recorded_loop(executed_notebook):
+    # "Measure your own job": a real loop in the kernel, crashed between checkpoints and restarted
+    _, m, _ = executed_notebook(CHAPTER)
+    b = m["my_buckets"]
+    assert 0 < m["my_goodput"] < 1 and m["my_failures"] == 1 and m["my_steps_completed"] == 60
+    assert sum(b.values()) == pytest.approx(m["my_wall_s"], rel=1e-6)
+    assert b["lost_work"] > 0 and b["restart"] >= 0.3 and b["productive"] > 0 and b["checkpoint_save"] > 0
+
+
 def test_chapter_1_draws_its_charts(executed_notebook):
     nb, _, _ = executed_notebook(CHAPTER)
     assert len(widget_views(nb)) >= 5  # progress bar, timeline, breakdown, loss, comparison, panel

@@ -19,30 +19,22 @@ from pathlib import Path
 import pytest
 import torch
 
-from goodputlab import events as E
-from goodputlab.async_checkpoint import AsyncCheckpointer
-from goodputlab.checkpoint import (
-    CheckpointStore,
-    CheckpointWarning,
-    apply_state,
-    capture_state,
-    load_newest,
-    make_checkpointer,
-)
-from goodputlab.config import RunConfig
-from goodputlab.dcp_checkpoint import DcpCheckpointer, load_dcp_checkpoint
-from goodputlab.events import EventWriter, read_events
-from goodputlab.ledger import build_ledger
-from goodputlab.memory_checkpoint import (
-    MemoryCheckpointer,
-    MemoryTier,
-    create_memory_tier_dir,
-    remove_memory_tier_dir,
-    sweep_stale_memory_tiers,
-)
-from goodputlab.model import state_sha256
-from goodputlab.snapshot import flatten, unflatten
-from goodputlab.worker import build_training
+from goodputlab.engine import events as E
+from goodputlab.checkpoints.strategies.async_ import AsyncCheckpointer
+from goodputlab.checkpoints.store import CheckpointStore, CheckpointWarning
+from goodputlab.checkpoints.restore import load_newest
+from goodputlab.checkpoints.state import apply_state, capture_state
+from goodputlab.checkpoints.strategies import make_checkpointer
+from goodputlab.engine.config import RunConfig
+from goodputlab.checkpoints.strategies.dcp import DcpCheckpointer
+from goodputlab.checkpoints.dcp_layout import load_dcp_checkpoint
+from goodputlab.engine.events import EventWriter, read_events
+from goodputlab.engine.ledger import build_ledger
+from goodputlab.checkpoints.strategies.memory import MemoryCheckpointer
+from goodputlab.checkpoints.ram_tier import MemoryTier, create_memory_tier_dir, remove_memory_tier_dir, sweep_stale_memory_tiers
+from goodputlab.training.model import state_sha256
+from goodputlab.checkpoints.snapshot import flatten, unflatten
+from goodputlab.training.objects import build_training
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -332,7 +324,7 @@ def test_memory_writes_every_kth_save_to_disk(tmp_path, ram_dir):
     assert [c.step for c in store.list()] == [7, 6, 3]
     assert [t for _, t in seen] == ["memory", "memory", "memory+disk", "memory", "memory", "memory+disk", "memory", "disk"]
     slots = sorted(p.name for p in Path(ram_dir).iterdir())
-    assert slots == ["current.json", "slot-0.data", "slot-0.meta", "slot-1.data", "slot-1.meta"]
+    assert slots == ["current.json", "owner.lock", "slot-0.data", "slot-0.meta", "slot-1.data", "slot-1.meta"]
 
 
 def _damage_ram(ram_dir: Path, how: str) -> None:
@@ -375,8 +367,8 @@ def test_damaged_ram_snapshot_falls_back_to_disk(tmp_path, ram_dir, how):
 
 _WRITER = """
 import sys, torch
-from goodputlab.memory_checkpoint import MemoryTier
-from goodputlab.snapshot import flatten
+from goodputlab.checkpoints.ram_tier import MemoryTier
+from goodputlab.checkpoints.snapshot import flatten
 sys.path.insert(0, sys.argv[2])
 from test_cheap_checkpoints import big_state
 tier = MemoryTier(sys.argv[1])
@@ -430,34 +422,51 @@ def test_memory_saves_leak_nothing(tmp_path, ram_dir):
     assert loaded["w"][1][0] == 100
 
 
-def test_stale_ram_tiers_of_dead_supervisors_are_swept(tmp_path):
-    p = mp.get_context("fork").Process(target=lambda: None)
-    p.start()
-    p.join()  # a pid that no longer exists
-    zombie = subprocess.Popen(["true"])  # exits, but stays a zombie until waited for: dead all the same
-    deadline = time.monotonic() + 10
-    while Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    stale = [tmp_path / f"goodputlab-mem-{pid}-deadbeef" for pid in (p.pid, zombie.pid)]
-    for d in stale:
-        d.mkdir()
-        (d / "slot-0.data").write_bytes(b"x" * 100)
-    alive = tmp_path / f"goodputlab-mem-{os.getppid()}-cafe0000"  # a live supervisor's tier stays
-    alive.mkdir()
-    mine = create_memory_tier_dir(tmp_path)  # sweeps first
-    zombie.wait()
-    assert not any(d.exists() for d in stale) and mine.exists() and alive.exists()
-    assert sweep_stale_memory_tiers(tmp_path) == []
-    remove_memory_tier_dir(mine)
-    remove_memory_tier_dir(alive)
+def _tier_owned_by_child(root, name):
+    """A RAM tier whose owner lock is held by a child process (as a supervisor holds it); returns (dir, child)."""
+    d = root / name
+    d.mkdir()
+    (d / "slot-0.data").write_bytes(b"x" * 100)
+    code = (
+        "import sys, time; from goodputlab.safe_io import hold_new_lock; "
+        "hold_new_lock(sys.argv[1], 'owner.lock'); print('locked', flush=True); time.sleep(60)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code, str(d)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "locked"
+    return d, child
+
+
+def test_stale_ram_tiers_are_swept_by_their_free_lock_never_by_pid(tmp_path):
+    """Liveness is the owner's flock, not its pid: a pid means nothing across PID namespaces."""
+    dead_dir, dead = _tier_owned_by_child(tmp_path, "goodputlab-mem-1-deadbeef")
+    dead.kill()  # SIGKILL: no cleanup ran, the kernel dropped the lock
+    dead.wait()
+    # a live owner whose tier is named after a pid that does not exist here (another PID namespace)
+    gone = mp.get_context("fork").Process(target=lambda: None)
+    gone.start()
+    gone.join()
+    live_dir, live = _tier_owned_by_child(tmp_path, f"goodputlab-mem-{gone.pid}-cafe0000")
+    creating = tmp_path / "goodputlab-mem-2-0000beef"  # no lock file yet: being created, left alone
+    creating.mkdir()
+    try:
+        mine = create_memory_tier_dir(tmp_path)  # sweeps first
+        assert not dead_dir.exists()
+        assert live_dir.exists() and (live_dir / "slot-0.data").exists() and creating.exists() and mine.exists()
+        assert sweep_stale_memory_tiers(tmp_path) == []  # this process's own tier is held too
+        remove_memory_tier_dir(mine)
+        assert not mine.exists()
+    finally:
+        live.kill()
+        live.wait()
+    assert sweep_stale_memory_tiers(tmp_path) == [live_dir]  # its owner is gone now
+    creating.rmdir()
     assert list(tmp_path.iterdir()) == []
 
 
 def test_make_checkpointer_knows_every_strategy(tmp_path, ram_dir):
     store = CheckpointStore(tmp_path)
     for name in ("sync", "async", "dcp", "memory"):
-        c = make_checkpointer(name, store, lambda s, **i: None, memory_tier=MemoryTier(ram_dir))
+        c = make_checkpointer(name, store, lambda s, **i: None, tier=MemoryTier(ram_dir))
         assert c.name == name
         c.close()
     with pytest.raises(ValueError, match="lazy"):

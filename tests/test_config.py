@@ -1,6 +1,6 @@
 import pytest
 
-from goodputlab.config import RunConfig
+from goodputlab.engine.config import RunConfig
 from goodputlab.errors import ConfigError
 
 
@@ -28,11 +28,11 @@ def test_pipeline_depth_is_workers_times_prefetch():
         ("device", "tpu", "cuda"),
         ("keep", 0, ">= 1"),
         ("max_failures", -1, ">= 0"),
-        ("workers", -1, ">= 0"),
-        ("io_latency_ms", -3.0, ">= 0"),
+        ("workers", -1, "between 0 and"),
+        ("io_latency_ms", -3.0, "between 0 and"),
         ("io_jitter", 7.0, "between 0 and 3"),
-        ("transform_ms", -1.0, ">= 0"),
-        ("restart_delay", -0.1, ">= 0"),
+        ("transform_ms", -1.0, "between 0 and"),
+        ("restart_delay", -0.1, "between 0 and"),
         ("ckpt", "lazy", "sync"),
     ],
 )

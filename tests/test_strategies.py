@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from goodputlab import categories as C
-from goodputlab.checkpoint import CheckpointStore
-from goodputlab.config import RunConfig
-from goodputlab.events import read_events
-from goodputlab.memory_checkpoint import memory_root
-from goodputlab.supervisor import run_supervised
+from goodputlab.checkpoints.store import CheckpointStore, CheckpointWarning
+from goodputlab.engine.config import RunConfig
+from goodputlab.engine.events import read_events
+from goodputlab.checkpoints.ram_tier import memory_root
+from goodputlab.engine.supervisor import run_supervised
 
 from conftest import KILLS, RESUME_SETTINGS
 
@@ -65,8 +65,10 @@ def test_kills_and_a_damaged_checkpoint_still_end_bit_exact(tmp_path, clean_run,
     if strategy == "memory":
         settings["memory_disk_every"] = 2  # disk holds every other save: the fallback has somewhere to go
     damage = DamageNewest(out, strategy, DAMAGE_AT_FAILURE)
-    summary = run_supervised(RunConfig(**settings), out, progress=damage)
+    with pytest.warns(CheckpointWarning, match="skipped damaged") as caught:  # the user is told, once
+        summary = run_supervised(RunConfig(**settings), out, progress=damage)
     events = read_events(out / "events.jsonl")
+    assert len(caught) == 1
 
     assert summary["completed"] and summary["failures"] == len(KILLS) >= 3
     assert summary["final_state_sha256"] == clean_run[0]["final_state_sha256"]

@@ -1,0 +1,111 @@
+"""docs/BAD_INPUT.md is the contract for bad input: every row of its tables is run here and its
+stderr compared character for character; every flag of every command must appear in it."""
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from goodputlab.cli import build_parser, main
+from goodputlab.engine.run_dir import MARKER
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "BAD_INPUT.md"
+ROW = re.compile(r"^\| `(?P<flag>--[a-z-]+)` \| `(?P<command>[^`]+)`(?P<note>[^|]*)\| `(?P<message>.+)` \|$")
+SIM_REQUIRED = {
+    "--devices": "1024", "--device-mtbf-h": "50000", "--days": "2",
+    "--interval-min": "30", "--save-s": "20", "--restart-s": "300",
+}  # fmt: skip
+SERVE_REQUIRED = {"--rate": "5", "--ttft-ms": "400", "--tpot-ms": "12"}
+
+
+def rows():
+    found = []
+    for line in DOC.read_text().splitlines():
+        m = ROW.match(line)
+        if m:
+            found.append(pytest.param(m["flag"], m["command"], m["note"].strip(), m["message"], id=m["command"]))
+    return found
+
+
+def test_the_document_has_a_row_for_every_flag_that_takes_a_value():
+    text = DOC.read_text()
+    documented = {p.values[0] for p in rows()}
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    for name, parser in sub.choices.items():
+        for action in parser._actions:
+            for flag in action.option_strings:
+                if flag in ("-h", "--help"):
+                    continue
+                assert f"`{flag}`" in text, f"{name} {flag} is not in docs/BAD_INPUT.md"
+                if action.nargs != 0:
+                    assert flag in documented, f"{name} {flag} takes a value but has no row"
+    assert len(rows()) >= 60
+
+
+@pytest.fixture(scope="module")
+def places(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bad-input")
+    other = root / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("the user's")
+    afile = root / "afile"
+    afile.write_text("a file")
+    marker_link = root / "marker-link"
+    marker_link.mkdir()
+    (marker_link / MARKER).symlink_to(afile)
+    ckpt_link = root / "ckpt-link"
+    ckpt_link.mkdir()
+    (ckpt_link / MARKER).write_text("{}")
+    (root / "elsewhere").mkdir()
+    (ckpt_link / "ckpt").symlink_to(root / "elsewhere")
+    running = root / "running"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from goodputlab.engine.run_dir import claim_run_dir; "
+         "c = claim_run_dir(sys.argv[1]); print('held', flush=True); time.sleep(120)", str(running)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout.readline().strip() == "held"
+    yield {
+        "<folder with other files>": str(other),
+        "<folder of a running run>": str(running),
+        "<a file>": str(afile),
+        "<run folder whose marker is a link>": str(marker_link),
+        "<run folder whose ckpt is a link>": str(ckpt_link),
+        "<pid>": str(holder.pid),
+        "root": root,
+    }
+    holder.kill()
+    holder.wait()
+
+
+@pytest.mark.parametrize("flag,command,note,message", rows())
+def test_every_documented_bad_input_gives_the_documented_line(flag, command, note, message, places, capsys, tmp_path):
+    if "without CUDA" in note:
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("this machine has CUDA")
+    for placeholder, value in places.items():
+        if placeholder.startswith("<"):
+            command = command.replace(placeholder, value)
+            message = message.replace(placeholder, value)
+    argv = shlex.split(command)
+    if argv[0] == "run" and "--out" not in argv and "--resume" not in argv:
+        argv += ["--out", str(tmp_path / "new")]
+    if argv[0] == "simulate":
+        argv += [x for flag_, value in SIM_REQUIRED.items() if flag_ not in argv for x in (flag_, value)]
+    if argv[0] == "serve-bench":
+        argv += [x for flag_, value in SERVE_REQUIRED.items() if flag_ not in argv for x in (flag_, value)]
+    before = sorted(p.name for p in places["root"].rglob("*"))
+    try:
+        code = main(argv)
+    except SystemExit as e:  # argparse's own errors
+        code = e.code
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert err == message + "\n" and out == ""
+    assert not (tmp_path / "new").exists() or not any((tmp_path / "new").iterdir())  # nothing started
+    assert sorted(p.name for p in places["root"].rglob("*")) == before  # nothing touched
