@@ -1,4 +1,4 @@
-"""Altair charts, one module per subject: runs, theory, cluster, checkpoints, pipeline, efficiency, serving.
+"""Altair charts, one module per subject: runs, theory, cluster, checkpoints, pipeline, recovery, efficiency, serving.
 
 Every chart is a plain function returning an Altair chart built from tidy rows, so a
 widget redraws it by assigning ``JupyterChart.chart``. In a notebook call
@@ -10,7 +10,7 @@ places that run no kernel. The run charts (:func:`timeline`, :func:`breakdown`,
 
 from __future__ import annotations
 
-from . import checkpoints, cluster, efficiency, pipeline, runs, serving, theory
+from . import checkpoints, cluster, efficiency, pipeline, recovery, runs, serving, theory
 from .base import CATEGORY_SCALE, save_png, setup_notebook
 from .runs import breakdown, loss_curve, timeline
 
@@ -22,6 +22,7 @@ __all__ = [
     "efficiency",
     "loss_curve",
     "pipeline",
+    "recovery",
     "runs",
     "save_png",
     "serving",

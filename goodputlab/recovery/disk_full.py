@@ -140,3 +140,26 @@ def is_disk_full(error: BaseException) -> bool:
             return True
         e = e.__cause__ or e.__context__
     return False
+
+
+def check_fillable(out: Path | str, max_fs_bytes: int = MAX_FILL_BYTES) -> None:
+    """Refuse (``ConfigError`` on ``failure_mode``) a run folder on a file system too large to fill safely.
+
+    Checked before anything starts; ``out`` need not exist yet (its nearest existing parent is measured).
+    """
+    from ..errors import ConfigError
+
+    where = Path(out).expanduser().absolute()
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        too_big = size_bytes(where) > max_fs_bytes
+    except OSError:
+        too_big = True
+    if too_big:
+        raise ConfigError(
+            "failure_mode",
+            "disk-full",
+            f"only with --out on a file system of at most {max_fs_bytes >> 30} GiB, which it fills "
+            "(a tmpfs mounted with size=64m, say); filling a real disk would hurt everything else on it",
+        )

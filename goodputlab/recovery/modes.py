@@ -122,6 +122,22 @@ class FailureClock:
     def seconds_left(self, now: float) -> float:
         return max(0.0, self.deadline - now)
 
+    def continue_from(self, events) -> None:
+        """Continue the clock of a run resumed from ``events`` (its event log): the failures at steps
+        that already struck are not planned again, and the Poisson draws go on where they stopped
+        (one per exposure: a launch, a handover, a failure a worker survived)."""
+        struck = set()
+        exposures = 0
+        for e in events:
+            for cause in (e.get("cause") or "", e.get("trigger") or ""):
+                if e["kind"] in ("failure", "failure_injected") and cause.startswith("kill_at_step "):
+                    struck.add(int(cause.split()[-1]))
+            if e["kind"] in ("spawn", "handover") or (e["kind"] == "failure_injected" and e.get("mode") in (LOADER_DEATH, DISK_FULL)):
+                exposures += 1
+        self.pending_steps = [s for s in self.pending_steps if s not in struck]
+        if self.mtbf > 0 and exposures:
+            self.rng.exponential(self.mtbf, size=exposures)
+
     def due_at_step(self, done: int) -> int | None:
         """The step of ``at_steps`` that ``done`` completed steps reached (removed from the plan), or None."""
         if self.pending_steps and done >= self.pending_steps[0]:

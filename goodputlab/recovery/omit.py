@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterable
 
+from ..validate import Rule
+
 OPTIMIZER, DATA, RNG = "optimizer", "data", "rng"
 OMITTABLE: tuple[str, ...] = (OPTIMIZER, DATA, RNG)
 OMITTED_KEY = "omitted"  # the state's list of the parts left out
@@ -96,3 +98,24 @@ def sample_accounting(seen: Iterable[Iterable[int]], expected: Iterable[Iterable
     repeated = sum(max(0, n - want.get(i, 0)) for i, n in got.items())
     skipped = sum(max(0, n - got.get(i, 0)) for i, n in want.items())
     return {"repeated": repeated, "skipped": skipped, "seen": sum(got.values()), "expected": sum(want.values())}
+
+
+
+class OmitRule(Rule):
+    """The rule of the ``ckpt_omit`` field: a tuple of parts from :data:`OMITTABLE`, each at
+    most once, in any order; on the command line, comma-separated."""
+
+    allowed = "comma-separated parts of the state to leave out: optimizer, data, rng (each at most once)"
+
+    def ok(self, value: Any) -> bool:
+        return (
+            isinstance(value, tuple)
+            and all(isinstance(v, str) and v in OMITTABLE for v in value)
+            and len(set(value)) == len(value)
+        )
+
+    def parse(self, text: str) -> tuple[str, ...]:
+        names = [p.strip() for p in text.split(",") if p.strip()]
+        if any(n not in OMITTABLE for n in names) or len(set(names)) != len(names):
+            raise ValueError(text)
+        return tuple(p for p in OMITTABLE if p in names)

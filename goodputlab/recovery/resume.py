@@ -12,10 +12,11 @@ to its wall time).
   phase), like any other way back from a stop.
 * The attempts: numbered on from the old session's last one, so steps the old session
   executed past its last checkpoint are ``lost_work`` once the new one executes them again.
-* The configuration: a resumed run keeps what decides its trained model (model size,
-  batch size, learning rate, seed, steps): another value would not match its checkpoints
-  and is refused with a clear message (:func:`check_resume_compatible`). Everything else
-  (failure settings, checkpoint strategy, pipeline, device) may change.
+* The configuration: a resumed run keeps what its checkpoints were made with (model size,
+  batch size, learning rate, seed): another value would not match them, or would be silently
+  overridden by them, and is refused with a clear message (:func:`check_resume_compatible`).
+  Everything else may change: failure settings, checkpoint strategy, pipeline, device, and the
+  number of steps (a run can be extended; its learning-rate schedule is the checkpoint's).
 """
 
 from __future__ import annotations
@@ -24,16 +25,15 @@ from typing import Any, Iterable
 
 from ..errors import ConfigError
 
-#: What decides the trained model: a resumed run must keep these (resolved, so the preset's
+#: What the checkpoints were made with: a resumed run must keep these (resolved, so the preset's
 #: default and the same value typed out are the same).
-IDENTITY = ("model", "batch_size", "lr", "seed", "steps")
+IDENTITY = ("model", "batch_size", "lr", "seed")
 
 _WHY = {
     "model": "its checkpoints hold that model's weights",
     "batch_size": "its data position counts batches of that size",
-    "lr": "its optimizer and schedule were built for that learning rate",
+    "lr": "its optimizer state holds that learning rate",
     "seed": "its data order, dropout and failures come from that seed",
-    "steps": "its learning-rate schedule was built for that many steps",
 }
 
 
@@ -44,7 +44,6 @@ def identity(config) -> dict[str, Any]:
         "batch_size": config.resolved_batch_size(),
         "lr": config.resolved_lr(),
         "seed": config.seed,
-        "steps": config.steps,
     }
 
 
@@ -84,3 +83,30 @@ def continuation(events: Iterable[dict]) -> tuple[float, int]:
         last_t = max(last_t, float(e["t"]))
         last_attempt = max(last_attempt, int(e["attempt"]))
     return last_t, last_attempt + 1
+
+
+def stored_config(out):
+    """The configuration the run in folder ``out`` was started with (its ``config.json``), or None when
+    there is none to read (not a run folder: the run-folder rules say so when the run is claimed)."""
+    import json
+    from pathlib import Path
+
+    from ..engine.config import RunConfig
+    from ..safe_io import read_regular
+
+    try:
+        return RunConfig.from_dict(json.loads(read_regular(Path(out).expanduser() / "config.json", 1 << 20)))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def resume_settings(out, given: dict[str, Any]):
+    """The configuration for resuming the run in ``out`` with the settings ``given`` again: its own,
+    with those changes (refused with :class:`~goodputlab.errors.ConfigError` when they change what
+    decides its model). Without a readable ``config.json``, just ``given`` (the folder is judged later)."""
+    from ..engine.config import RunConfig
+
+    stored = stored_config(out)
+    if stored is None:
+        return RunConfig(**given)
+    return resumed_config(stored, given)

@@ -23,7 +23,10 @@ for all of that beside the running job. The protocol (:mod:`goodputlab.recovery.
 The standby dies with the supervisor (``PR_SET_PDEATHSIG``, its own process group that
 the supervisor kills at the end), and while it waits it runs at idle priority when it
 can come back to normal priority at activation (:func:`enter_idle_priority`), so its
-start-up takes spare CPU only, not the running job's.
+start-up takes spare CPU only, not the running job's. Idle priority is not enough when the
+worker uses every core: on the 2-core lab machine a worker with two torch threads ran its
+steps several times slower while a standby started beside it. Give the worker fewer threads
+than the machine has cores (``--threads 1`` there; the chapters and tests do).
 """
 
 from __future__ import annotations

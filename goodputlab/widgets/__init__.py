@@ -15,6 +15,7 @@ from .checkpoints import CheckpointPanel  # chapter 4
 from .common import RunControls, big_number, chart_widget, set_big_number
 from .efficiency import EfficiencyPanel  # chapter 8
 from .pipeline import DepthCalculator, PipelinePanel  # chapter 5
+from .recovery import RecoveryPanel  # chapter 6
 from .run_panel import RunPanel  # chapter 1
 from .serving import ServingPanel  # chapter 9
 from .theory import CheckpointCalculator, ClusterPanel, IntervalPanel  # chapters 2 and 3
@@ -27,6 +28,7 @@ __all__ = [
     "EfficiencyPanel",
     "IntervalPanel",
     "PipelinePanel",
+    "RecoveryPanel",
     "RunControls",
     "RunPanel",
     "ServingPanel",
