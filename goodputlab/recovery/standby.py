@@ -116,12 +116,20 @@ def enter_idle_priority() -> bool:
 
 
 def leave_idle_priority() -> None:
-    """Back to normal scheduling (``SCHED_OTHER``) for every thread of this process."""
-    for tid in _threads():
+    """Back to normal scheduling (``SCHED_OTHER``) for every thread of this process and of its children
+    (the DataLoader worker processes a standby started while it waited inherited its idle priority)."""
+    from .inject import children_of
+
+    for pid in [os.getpid(), *children_of(os.getpid())]:
         try:
-            os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+            tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
         except OSError:
-            pass
+            tids = [pid]
+        for tid in tids:
+            try:
+                os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+            except OSError:
+                pass
 
 
 def startup_seconds(deferred: DeferredEvents, launched_t: float | None, ready_t: float) -> float:
