@@ -124,18 +124,6 @@ def set_big_number(widget: W.HTML, label: str, value: str, note: str = "") -> No
     )
 
 
-def big_number(label: str) -> W.HTML:
-    """An HTML widget for a headline figure such as the goodput."""
-    return W.HTML(value=f"<b>{label}</b>")
-
-
-def set_big_number(widget: W.HTML, label: str, value: str, note: str = "") -> None:
-    widget.value = (
-        f"<div style='font-size:1.1em'>{label} <span style='font-size:1.8em;font-weight:bold'>{value}</span>"
-        f" <span style='color:#666'>{note}</span></div>"
-    )
-
-
 # --- what fits in this machine's memory ----------------------------------------------------------
 def _read_int(path: Path) -> int | None:
     try:

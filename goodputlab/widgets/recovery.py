@@ -18,7 +18,7 @@ from ..engine.config import RunConfig
 from ..experiments import recovery as rx
 from ..recovery.modes import FAILURE_MODES, LOADER_DEATH
 from ..recovery.omit import OMITTABLE
-from .common import RunControls, big_number, chart_widget, set_big_number
+from .common import RunControls, big_number, chart_widget, set_big_number, show_panel
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=620, height=60)
 
@@ -100,7 +100,5 @@ class RecoveryRunPanel:
         self.loss.chart = loss_around_restart(rows, restarts[0] if restarts else None)
         return result
 
-    def _ipython_display_(self):
-        from IPython.display import display
-
-        display(self.widget)
+    def _ipython_display_(self) -> None:
+        show_panel(self.widget)
