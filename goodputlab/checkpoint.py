@@ -46,6 +46,7 @@ STATE_FILE = "state.pt"
 MANIFEST = "manifest.json"
 LAYOUT_TORCH = "torch_save"  # one state.pt written by torch.save
 LAYOUT_DCP = "dcp"  # a torch.distributed.checkpoint directory (goodputlab.dcp_checkpoint)
+LAYOUT_DCP_SHARDED = "dcp_sharded"  # written by every rank of a distributed job (goodputlab.distributed.sharded)
 _NAME = re.compile(r"^step-(\d{8,})$")
 MANIFEST_MAX_BYTES = 1 << 20  # a manifest lists a handful of files: a few hundred bytes
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -95,7 +96,11 @@ class _HashingWriter:
 
 
 _HASH_CHUNK = 8 << 20  # bytes read at a time when hashing files back
-_REQUIRED_FILES = {LAYOUT_TORCH: (STATE_FILE,), LAYOUT_DCP: (".metadata", "skeleton.pt")}
+_REQUIRED_FILES = {
+    LAYOUT_TORCH: (STATE_FILE,),
+    LAYOUT_DCP: (".metadata", "skeleton.pt"),
+    LAYOUT_DCP_SHARDED: (".metadata", "skeleton.pt", "rank-00000.pt"),  # every rank's rank-R.pt: checked on load
+}
 
 
 def _is_count(value: Any) -> bool:
@@ -333,13 +338,16 @@ class CheckpointStore:
             raise ValueError(f"{name} has {size} bytes, manifest says {entry['bytes']}")
         return fd
 
-    def verify(self, path: Path) -> dict[str, Any]:
+    def verify(self, path: Path, names: list[str] | None = None) -> dict[str, Any]:
         """Check every file the manifest lists (a regular file, its size and sha256); returns the manifest.
 
+        ``names``: check only these listed files (the ranks of a job each check a share).
         Raises ``ValueError`` naming the first problem. Reads every byte once.
         """
         manifest = self.manifest(path)
         for name, entry in manifest["files"].items():
+            if names is not None and name not in names:
+                continue
             sha = hashlib.sha256()
             with os.fdopen(self._open_listed(path, name, entry), "rb") as fh:
                 while chunk := fh.read(_HASH_CHUNK):
@@ -380,6 +388,11 @@ class CheckpointStore:
 
             self.verify(path)
             return load_dcp_checkpoint(path, files=manifest["files"], max_file_bytes=self.max_file_bytes)
+        if manifest["layout"] == LAYOUT_DCP_SHARDED:  # written by the ranks of a distributed job: read whole here
+            from .distributed.sharded import load_unsharded
+
+            self.verify(path)
+            return load_unsharded(path, files=manifest["files"], max_file_bytes=self.max_file_bytes)
         return safe_torch_load(self.read_verified(path), STATE_FILE)
 
     def load_newest_valid(

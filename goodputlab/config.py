@@ -90,6 +90,22 @@ class RunConfig:
     threads: int | None = None
     """Torch intra-op threads in the worker; ``None`` keeps PyTorch's default."""
 
+    nproc: int = 1
+    """Ranks on this machine: 1 trains in one worker process; more runs the worker on that many
+    ranks under ``torchrun`` (data parallel, :mod:`goodputlab.distributed`)."""
+    nnodes: int = 1
+    """Machines in a distributed job (each runs ``nproc`` ranks)."""
+    node_rank: int | None = None
+    """This machine's fixed number in a job of several machines (``None``: the rendezvous numbers them)."""
+    rdzv_endpoint: str | None = None
+    """``HOST:PORT`` of the rendezvous of a job of several machines (needed with ``nnodes`` > 1)."""
+    straggler_rank: int | None = None
+    """The rank whose steps are slowed (``None``: none)."""
+    straggler_factor: float = 1.0
+    """A slowed step's forward and backward take this many times as long."""
+    straggler_share: float = 1.0
+    """The share of the straggler's steps that are slowed (1: every step)."""
+
     overwrite: bool = False
     """Use an output folder that holds files of something other than a goodputlab run, replacing
     goodputlab's own files there (``ckpt/``, ``logs/``, ``config.json``, ``events.jsonl``,
@@ -175,6 +191,9 @@ class RunConfig:
             _int(self.threads, "threads", 1, f"a whole number between 1 and {MAX_THREADS}")
             check(self.threads <= MAX_THREADS, "threads", self.threads, f"a whole number between 1 and {MAX_THREADS}")
         check(isinstance(self.overwrite, bool), "overwrite", self.overwrite, "true or false")
+        from .distributed.launch import check_scale_out
+
+        check_scale_out(self)
         check(isinstance(self.extra, dict), "extra", self.extra, "a dict of experiment-specific settings")
 
     # --- derived values -------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .categories import CATEGORIES
+from .categories import CATEGORIES, STRAGGLER_WAIT
 
 _BAR = 30  # characters for a 100% bar
 
@@ -20,7 +20,9 @@ def breakdown_table(summary: dict[str, Any]) -> str:
         f"{'category':<20}{'seconds':>10}{'share':>9}",
     ]
     for cat in CATEGORIES:
-        sec = summary["buckets"][cat]
+        sec = summary["buckets"].get(cat, 0.0)
+        if cat == STRAGGLER_WAIT and sec == 0 and summary.get("world_size", 1) <= 1:
+            continue  # one process has nobody to wait for
         share = sec / wall if wall > 0 else 0.0
         lines.append(f"{cat:<20}{sec:>10.3f}{share:>9.1%}  {'#' * round(share * _BAR)}")
     total = sum(summary["buckets"].values())
