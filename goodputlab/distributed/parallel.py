@@ -47,8 +47,9 @@ class SyncClock:
     """A DDP communication hook that notes when this rank's gradients are ready (and can slow it).
 
     Call :meth:`begin` before the step's forward pass. After ``backward()``, ``ready_at``
-    (``time.monotonic()``) is when this rank's last gradient bucket was ready, and
-    ``delayed_s`` the straggler sleep it added before joining the all-reduce.
+    (``time.monotonic()``) is when this rank's last gradient bucket was ready (after any straggler
+    sleep), ``own_s`` its own forward and backward time, and ``delayed_s`` the straggler sleep
+    it added before joining the all-reduce.
     """
 
     def __init__(self, rank: int, device: torch.device, straggler: Straggler | None = None, group=None):
@@ -67,6 +68,7 @@ class SyncClock:
         self.started_at = time.monotonic() if started_at is None else started_at
         self.ready_at = None
         self.delayed_s = 0.0
+        self.own_s = 0.0
 
     def hook(self, state, bucket):  # no annotations: DDP checks them, and this module's are strings
         """The communication hook (``ddp.register_comm_hook(None, clock.hook)``)."""
@@ -76,7 +78,8 @@ class SyncClock:
             if self.device.type == "cuda":
                 torch.cuda.current_stream(self.device).synchronize()
             now = time.monotonic()
-            delay = self.straggler.delay_s(self.rank, self.step, now - self.started_at)
+            self.own_s = now - self.started_at
+            delay = self.straggler.delay_s(self.rank, self.step, self.own_s)
             if delay > 0:
                 time.sleep(delay)
                 now = time.monotonic()

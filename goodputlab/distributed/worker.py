@@ -167,7 +167,8 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
         optimizer.zero_grad(set_to_none=True)
         loss.backward()  # returns once every rank's gradients are averaged
         if clock.ready_at is not None:  # this rank's backward was done at ready_at; since then it waited
-            events.emit(E.W_SYNC_WAIT, step=step, t=clock.ready_at - events.t0, slowed_s=round(clock.delayed_s, 6))
+            events.emit(E.W_SYNC_WAIT, step=step, t=clock.ready_at - events.t0, own_s=round(clock.own_s, 6),
+                        slowed_s=round(clock.delayed_s, 6))
             events.emit(E.W_COMPUTE, step=step)
         optimizer.step()
         scheduler.step()
