@@ -46,7 +46,13 @@ class SimConfig:
     ``startup_s`` first launch to first step; ``hot_spares`` how many failures
     are absorbed by warm standby devices, each costing ``spare_restart_s``
     instead of ``restart_s``; ``data_stall_fraction`` the share of surviving
-    compute spent waiting for input; ``trials`` independent runs; ``seed``.
+    compute spent waiting for input; ``straggler_factor``, ``straggler_share``
+    and ``straggler_devices``: that many devices (``None``: every device) are
+    each slowed by ``straggler_factor`` on a ``straggler_share`` of their
+    steps, and every step waits for its slowest device
+    (:mod:`goodputlab.theory.scaling`); the wait is booked ``straggler_wait``,
+    a share of the compute that is not data stall; ``trials`` independent
+    runs; ``seed``.
     """
 
     devices: int
@@ -64,6 +70,9 @@ class SimConfig:
     hot_spares: int = 0
     spare_restart_s: float | None = None
     data_stall_fraction: float = 0.0
+    straggler_factor: float = 1.0
+    straggler_share: float = 0.0
+    straggler_devices: int | None = None
     trials: int = 1000
     seed: int = 0
 
@@ -83,6 +92,11 @@ class SimConfig:
         else:
             validate.seconds("spare_restart_s", self.spare_restart_s)
         validate.share("data_stall_fraction", self.data_stall_fraction)
+        validate.number("straggler_factor", self.straggler_factor, 1, 100, note="1: no straggler")
+        validate.number("straggler_share", self.straggler_share, 0, 1, allowed="a share of steps between 0 and 1")
+        if self.straggler_devices is not None:
+            validate.whole("straggler_devices", self.straggler_devices, 0, self.devices,
+                           note="None: every device may straggle")
         validate.whole("trials", self.trials, 1)
         validate.whole("seed", self.seed, 0)
 
@@ -160,6 +174,14 @@ class SimConfig:
     def blocking_save_s(self) -> float:
         """Seconds each save blocks training (``save_blocking_s``, defaulting to ``save_s``)."""
         return self.save_s if self.save_blocking_s is None else self.save_blocking_s
+
+    @property
+    def straggler_wait_share(self) -> float:
+        """Share of the (non-stalled) compute time spent waiting for a slow device (:mod:`goodputlab.theory.scaling`)."""
+        from .scaling import straggler_wait_share
+
+        slow = self.devices if self.straggler_devices is None else self.straggler_devices
+        return straggler_wait_share(self.straggler_factor, self.straggler_share, slow)
 
     @property
     def is_async(self) -> bool:
