@@ -9,7 +9,10 @@ The rules:
 * **Attempts.** Ranks number their attempts on their own, and a rank that died
   before it started recording has a gap. So attempts are matched by time: the
   attempts of different ranks that overlap in time are one attempt of the job
-  (``torchrun`` kills every rank before it restarts them).
+  (``torchrun`` kills every rank before it restarts them). When the ranks number
+  them alike (the lab's distributed worker records ``torchrun``'s restart count),
+  ``numbered=True`` takes the numbers as they are: an attempt killed right after
+  it started has too few events to overlap.
 * **The job is as far as its slowest rank.** In synchronous data or model
   parallel training a rank that is ahead blocks in the next collective, so at
   every instant the job's phase is the phase of the rank that holds it back,
@@ -73,8 +76,14 @@ HOLD_BACK: dict[str, int] = {
 }
 
 
-def job_attempts(ranks: Mapping[int, Sequence[dict]]) -> dict[tuple[int, int], int]:
-    """``(rank, rank's attempt) -> the job's attempt``: attempts overlapping in time are one."""
+def job_attempts(ranks: Mapping[int, Sequence[dict]], numbered: bool = False) -> dict[tuple[int, int], int]:
+    """``(rank, rank's attempt) -> the job's attempt``: attempts overlapping in time are one.
+
+    ``numbered``: the ranks already number their attempts alike (``torchrun``'s
+    ``TORCHELASTIC_RESTART_COUNT``, the same on every rank of a group): taken as they are.
+    """
+    if numbered:
+        return {(rank, e["attempt"]): e["attempt"] for rank, evs in ranks.items() for e in evs}
     spans = []
     for rank, events in ranks.items():
         bounds: dict[int, list[float]] = {}
@@ -105,8 +114,10 @@ def newest_common_checkpoint(ranks: Mapping[int, Sequence[dict]]) -> int:
     return min(newest) if newest else 0
 
 
-def merge_ranks(ranks: Mapping[int, Sequence[dict]]) -> list[dict]:
+def merge_ranks(ranks: Mapping[int, Sequence[dict]], numbered: bool = False) -> list[dict]:
     """The job's event log from each rank's (``rank -> events``); see the module's rules.
+
+    ``numbered``: the ranks' attempt numbers are the job's (see :func:`job_attempts`).
 
     Every event of the result has ``t, attempt, step, kind``; phases also carry the
     ``rank`` that set them (and that event's fields, such as a step's loss).
@@ -114,7 +125,7 @@ def merge_ranks(ranks: Mapping[int, Sequence[dict]]) -> list[dict]:
     ranks = {r: sorted(evs, key=lambda e: e["t"]) for r, evs in ranks.items() if evs}
     if not ranks:
         return []
-    attempt_of = job_attempts(ranks)
+    attempt_of = job_attempts(ranks, numbered)
     participants: dict[int, set[int]] = {}
     for (rank, _), job in attempt_of.items():
         participants.setdefault(job, set()).add(rank)

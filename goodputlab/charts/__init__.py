@@ -1,4 +1,4 @@
-"""Altair charts, one module per subject: runs, theory, cluster, checkpoints, pipeline.
+"""Altair charts, one module per subject: runs, theory, cluster, checkpoints, pipeline, scaling.
 
 Every chart is a plain function returning an Altair chart built from tidy rows, so a
 widget redraws it by assigning ``JupyterChart.chart``. In a notebook call
@@ -10,7 +10,7 @@ places that run no kernel. The run charts (:func:`timeline`, :func:`breakdown`,
 
 from __future__ import annotations
 
-from . import checkpoints, cluster, pipeline, runs, theory
+from . import checkpoints, cluster, pipeline, runs, scaling, theory
 from .base import CATEGORY_SCALE, save_png, setup_notebook
 from .runs import breakdown, loss_curve, timeline
 
@@ -23,6 +23,7 @@ __all__ = [
     "pipeline",
     "runs",
     "save_png",
+    "scaling",
     "setup_notebook",
     "theory",
     "timeline",

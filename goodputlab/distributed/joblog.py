@@ -7,7 +7,8 @@ each failure it injects, the end). :func:`job_events` makes the job's log from t
 charts read a job of many ranks as they read one process:
 
 * the ranks' logs are merged by :func:`goodputlab.merge.merge_ranks` (the job is as far as
-  its slowest rank; its wait for the slowest is split out as ``sync_wait``);
+  its slowest rank; its wait for the slowest is split out as ``sync_wait``), attempts numbered
+  by ``torchrun``'s restart count;
 * the supervisor's phases go around them: ``start`` and ``spawn`` (of torchrun) before the
   first rank starts (the supervisor's later ``spawn`` events, torchrun's relaunches, are left
   out); each ``failure`` from the kill until the ranks of the next attempt start (what
@@ -50,7 +51,7 @@ def job_events(supervisor: Sequence[dict], ranks: Mapping[int, Sequence[dict]]) 
     sup = sorted(supervisor, key=lambda e: e["t"])
     if not ranks:
         return sup
-    merged = [e for e in merge_ranks(ranks) if e["kind"] != E.SUP_END]
+    merged = [e for e in merge_ranks(ranks, numbered=True) if e["kind"] != E.SUP_END]
     starts = _attempt_starts(ranks)
     last_attempt = max(starts) if starts else 0
     out = []
@@ -78,7 +79,7 @@ def job_events(supervisor: Sequence[dict], ranks: Mapping[int, Sequence[dict]]) 
 
 def _attempt_starts(ranks: Mapping[int, Sequence[dict]]) -> dict[int, float]:
     """Each job attempt's first event time."""
-    attempt_of = job_attempts(ranks)
+    attempt_of = job_attempts(ranks, numbered=True)
     starts: dict[int, float] = {}
     for rank, evs in ranks.items():
         for e in evs:

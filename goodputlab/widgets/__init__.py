@@ -15,6 +15,7 @@ from .checkpoints import CheckpointPanel  # chapter 4
 from .common import RunControls, big_number, chart_widget, set_big_number
 from .pipeline import DepthCalculator, PipelinePanel  # chapter 5
 from .run_panel import RunPanel  # chapter 1
+from .scaling import ScalingPanel  # chapter 7
 from .theory import CheckpointCalculator, ClusterPanel, IntervalPanel  # chapters 2 and 3
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "PipelinePanel",
     "RunControls",
     "RunPanel",
+    "ScalingPanel",
     "big_number",
     "chart_widget",
     "set_big_number",
