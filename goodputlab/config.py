@@ -93,6 +93,9 @@ class RunConfig:
     nproc: int = 1
     """Ranks on this machine: 1 trains in one worker process; more runs the worker on that many
     ranks under ``torchrun`` (data parallel, :mod:`goodputlab.distributed`)."""
+    launcher: str = "auto"
+    """``auto``: ``torchrun`` when the job has more than one rank, else one worker process;
+    ``torchrun``: always (a job of one rank too, e.g. on a machine with one GPU)."""
     nnodes: int = 1
     """Machines in a distributed job (each runs ``nproc`` ranks)."""
     node_rank: int | None = None

@@ -183,7 +183,9 @@ def run_supervised(
     with StopSignals():
         run_dir = claim_run_dir(out, overwrite=config.overwrite, resume=resume)
         try:
-            if config.nproc * config.nnodes > 1:
+            from .distributed.launch import uses_torchrun
+
+            if uses_torchrun(config):
                 return _TorchrunSupervision(config, run_dir, progress, resume, python).run()
             return _supervise(config, run_dir, progress, resume, python)
         finally:
@@ -558,6 +560,7 @@ class _TorchrunSupervision:
         summary = summarize(events, config.to_dict())
         summary["launcher"] = "torchrun"
         summary["world_size"] = config.nproc * config.nnodes
+        summary["parallelism"] = next((e.get("parallelism") for e in events if e["kind"] == E.M_WORKER_INFO), None)
         summary["ranks"] = {str(r): {k: round(v, 6) for k, v in rank_totals(evs).items()} for r, evs in ranks.items()}
         write_atomic(out / "summary.json", json.dumps(summary, indent=1).encode())
         return summary

@@ -234,3 +234,15 @@ def test_the_job_log_puts_the_supervisor_around_the_ranks_and_closes():
     assert ledger.buckets[C.RESTART] == pytest.approx((3.1 - 2.05) + (3.5 - 3.1) + (3.7 - 3.6))
     assert ledger.buckets[C.LOST_WORK] > 0 and ledger.buckets[C.STARTUP] == pytest.approx(1.3)
     assert rank_totals(ranks[0])[E.W_SYNC_WAIT] == pytest.approx(5 * 0.05)
+
+
+def test_an_attempt_killed_as_it_started_is_still_one_attempt_of_the_job():
+    # each rank wrote only its init before the kill: too little to overlap in time, numbered alike by torchrun
+    sup = [ev(0.0, E.SUP_START), ev(0.0, E.SUP_SPAWN), ev(1.5, E.SUP_FAILURE, cause="poisson", rank=0),
+           ev(3.0, E.SUP_TEARDOWN, attempt=1), ev(3.0, E.SUP_END, attempt=1, completed=True, reason="completed", resume_step=1)]
+    ranks = {r: [ev(1.0 + 0.05 * r, E.W_INIT), ev(2.0, E.W_INIT, attempt=1), ev(2.2, E.W_WARMUP, attempt=1, step=0)]
+             + rank_step(2.3, 0, 0.1, 0.05, attempt=1)[1:]
+             + [ev(2.8, E.M_FINISH, attempt=1, step=1, final_state_sha256="aa" * 32, final_loss=1.0), ev(2.8, E.W_EXIT, attempt=1)]
+             for r in (0, 1)}
+    s = summarize(job_events(sup, ranks), {"steps": 1})
+    assert s["attempts"] == 2 and s["failures"] == 1 and s["completed"]

@@ -137,6 +137,14 @@ def check_batch_split(batch_size: int, nproc: int, nnodes: int = 1) -> None:
     )
 
 
+LAUNCHERS = ("auto", "torchrun")
+
+
+def uses_torchrun(config) -> bool:
+    """Does this run configuration start its worker under ``torchrun``? (More than one rank, or ``launcher="torchrun"``.)"""
+    return config.launcher == "torchrun" or config.nproc * config.nnodes > 1
+
+
 def launch_of(config, max_restarts: int = 0, log_dir: str | None = None, rdzv_id: str = "goodputlab") -> TorchrunLaunch:
     """The :class:`TorchrunLaunch` of a run configuration (its ``nproc``, ``nnodes``, ``node_rank``, ``rdzv_endpoint``)."""
     return TorchrunLaunch(
@@ -155,17 +163,18 @@ def check_scale_out(config) -> None:
 
     * the launch itself (:class:`TorchrunLaunch`: ``nproc``, ``nnodes``, ``node_rank``, ``rdzv_endpoint``);
     * the batch splits evenly over the ranks (:func:`check_batch_split`);
-    * ``--ckpt memory`` only with one rank (its RAM tier belongs to one process; a distributed job
-      saves sharded DCP checkpoints with ``sync``, ``async`` or ``dcp``);
+    * ``--ckpt memory`` only in one worker process (its RAM tier belongs to one process; a job under
+      torchrun saves sharded DCP checkpoints with ``sync``, ``async`` or ``dcp``);
     * a straggler rank exists in the job, and its factor and share only come with a straggler rank.
     """
+    check(config.launcher in LAUNCHERS, "launcher", config.launcher, f"one of {', '.join(LAUNCHERS)}")
     launch = launch_of(config)
     world = launch.world_size
     check_batch_split(config.resolved_batch_size(), config.nproc, config.nnodes)
-    if world > 1:
+    if uses_torchrun(config):
         check(config.ckpt != "memory", "ckpt", config.ckpt,
-              f"sync, async or dcp with {world} ranks (a distributed job saves sharded DCP checkpoints; "
-              "the RAM tier of --ckpt memory belongs to one process)")
+              f"sync, async or dcp with {world} rank{'s' if world > 1 else ''} under torchrun (a job under torchrun saves sharded DCP "
+              "checkpoints; the RAM tier of --ckpt memory belongs to one process)")
     if config.straggler_rank is not None:
         check(is_whole(config.straggler_rank) and 0 <= config.straggler_rank < world and world > 1,
               "straggler_rank", config.straggler_rank,
