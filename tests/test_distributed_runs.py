@@ -129,3 +129,61 @@ class _no_skips:
     def __exit__(self, *exc):
         self._cm.__exit__(*exc)
         assert not [w for w in self.caught if "skipping damaged" in str(w.message)]
+
+
+def _rank_pids(out) -> list[int]:
+    pids = []
+    for log in (out / RANKS_DIR).glob("events-rank*.jsonl"):
+        pids += [e["pid"] for e in read_events(log) if e["kind"] == E.W_INIT]
+    return pids
+
+
+def _processes_naming(path) -> list[int]:
+    """Live processes whose command line names ``path`` (torchrun's agent and the ranks get it as --run-dir)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if str(path).encode() in f.read() and _alive(int(entry)):
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def test_the_failure_budget_stops_the_job_and_leaves_no_process(tmp_path):
+    s = supervised(RunConfig(**{**WORK, "steps": 400}, kill_at_steps=(3,), max_failures=0), tmp_path)
+    assert not s["completed"] and "failure budget exhausted" in s["stop_reason"] and s["failures"] == 1
+    assert closes(s) and s["world_size"] == 2
+    pids = _rank_pids(tmp_path)
+    assert len(pids) == 2 and not any(_alive(p) for p in pids) and not _processes_naming(tmp_path)
+
+
+def test_sigterm_stops_torchrun_and_every_rank(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    code = ("import sys; from goodputlab.config import RunConfig; from goodputlab.supervisor import run_supervised; "
+            f"run_supervised(RunConfig(nproc=2, steps=5000, ckpt_every=0, threads=1), sys.argv[1])")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    log = tmp_path / RANKS_DIR / "events-rank1.jsonl"
+    while time.monotonic() < deadline and not (log.exists() and '"step_end"' in log.read_text()):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "RunInterrupted" in err
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["stop_reason"] == "interrupted by SIGTERM" and not summary["completed"]
+    pids = _rank_pids(tmp_path)
+    assert len(pids) == 2 and not any(_alive(p) for p in pids) and not _processes_naming(tmp_path)
