@@ -67,9 +67,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=None)
     p.add_argument("--factor", type=float, default=3.0, help="the straggler's slowdown (default 3)")
     p.add_argument("--share", type=float, default=0.5, help="share of its steps slowed (default 0.5)")
-    p.add_argument("--mtbf", type=float, default=20.0, help="per-rank MTBF of part 4, seconds (default 20)")
+    p.add_argument("--mtbf", type=float, default=90.0, help="per-rank MTBF of part 4, seconds (default 90)")
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--parts", default="1,2,3,4", help="which parts to run, e.g. 4 (default 1,2,3,4; 2 and 3 need 1)")
     args = p.parse_args(argv)
+    parts = {int(x) for x in args.parts.split(",") if x.strip()}
+    if args.quick:
+        parts.discard(4)
+    if parts & {2, 3}:
+        parts.add(1)
     model = "tiny" if args.quick else "small"
     steps = args.steps or (60 if args.quick else 120)
     out = args.out or Path(tempfile.mkdtemp(prefix="goodputlab-distributed-"))
@@ -79,15 +85,28 @@ def main(argv: list[str] | None = None) -> int:
           f"a sync checkpoint every {base.ckpt_every} steps; 1 torch thread per process\n")
     t_start = time.monotonic()
 
-    print("1. the same work on 1 process and on 2 ranks (torchrun, gloo, DDP)")
-    same = X.run_ranks(base, out / "same", ranks=(1, 2))
-    print(ledger_table(same))
-    one, two = same[1].summary, same[2].summary
-    print(f"final loss: 1 process {one['final_loss']:.4f}, 2 ranks {two['final_loss']:.4f} (same batches; "
-          f"dropout masks differ)\n")
+    same = {}
+    if 1 in parts:
+        print("1. the same work on 1 process and on 2 ranks (torchrun, gloo, DDP)")
+        same = X.run_ranks(base, out / "same", ranks=(1, 2))
+        print(ledger_table(same))
+        one, two = same[1].summary, same[2].summary
+        print(f"final loss: 1 process {one['final_loss']:.4f}, 2 ranks {two['final_loss']:.4f} (same batches; "
+              f"dropout masks differ)\n")
+    if 2 in parts:
+        part2(args, base, out, same)
+    if 3 in parts:
+        part3(same)
+    if 4 in parts:
+        part4(args, base, out, same)
+    print(f"results in {out}; total {time.monotonic() - t_start:.0f} s")
+    return 0
 
+
+def part2(args, base, out, same) -> None:
+    two = same[2].summary
     print(f"2. a straggler: rank 1 slowed x{args.factor:g} on a {args.share:.0%} share of its steps")
-    slow = run(base.replace(nproc=2, straggler_rank=1, straggler_factor=args.factor, straggler_share=args.share),
+    slow = run(base.replace(nproc=2, straggler_rank=1, straggler_factor=args.factor, straggler_prob=args.share),
                out=out / "straggler", progress=False)
     floor = X.straggler_cost(same[2])
     cost = X.straggler_cost(slow)
@@ -106,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{slow.summary['wall_s']:.2f} s against {two['wall_s']:.2f} s, goodput {slow.summary['goodput']:.1%} "
           f"against {two['goodput']:.1%}\n")
 
+
+def part3(same) -> None:
     print("3. what a sharded save costs each rank (sync, DCP)")
     print(f"{'ranks':>5}{'rank':>6}{'bytes':>14}{'persist ms':>12}{'blocking ms':>13}")
     for n in (1, 2):
@@ -115,22 +136,29 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{n:>5}{row['rank']:>6}{size:>14}{persist:>12}{row['blocking_s'] * 1e3:>13.1f}")
     print("(1 process writes the torch_save layout and reports no parts; its blocking time is the whole save)\n")
 
-    if not args.quick:
-        print(f"4. failures at job scale: 2 ranks, each with an MTBF of {args.mtbf:g} s (the job's: {args.mtbf / 2:g} s)")
-        failing = run(base.replace(nproc=2, mtbf=args.mtbf, straggler_rank=1, straggler_factor=args.factor,
-                                   straggler_share=args.share, max_failures=100), out=out / "failures", progress=False)
-        f = X.failure_count(failing)
-        s = failing.summary
-        print(f"failures {f['failures']} (expected {f['expected']:.1f} over the exposed time), attempts {s['attempts']}, "
-              f"final sha256 equals the straggler run's: {s['final_state_sha256'] == slow.summary['final_state_sha256']}")
-        sim = X.simulate_run(failing, trials=4000)
-        print(f"{'':<20}{'measured':>10}{'simulated':>11}")
-        for cat in C.CATEGORIES:
-            print(f"{cat:<20}{s['shares'][cat]:>10.1%}{sim.buckets[cat] / sim.config.duration_s:>11.1%}")
-        print(f"{'goodput':<20}{s['goodput']:>10.1%}{sim.goodput_mean:>11.1%}\n")
 
-    print(f"results in {out}; total {time.monotonic() - t_start:.0f} s")
-    return 0
+def part4(args, base, out, same) -> None:
+    print(f"4. failures at job scale: 2 ranks, each with an MTBF of {args.mtbf:g} s (the job's: {args.mtbf / 2:g} s), "
+          f"rank 1 a straggler as in part 2")
+    failing = run(base.replace(nproc=2, mtbf=args.mtbf, straggler_rank=1, straggler_factor=args.factor,
+                               straggler_prob=args.share, max_failures=100), out=out / "failures", progress=False)
+    f = X.failure_count(failing)
+    s = failing.summary
+    same_sha = s["final_state_sha256"] == same[2].summary["final_state_sha256"] if 2 in same else "(part 1 not run)"
+    print(f"failures {f['failures']} (expected {f['expected']:.1f} over the exposed time), attempts {s['attempts']}, "
+          f"final sha256 equals the failure-free 2-rank run's: {same_sha}")
+    b = s["buckets"]
+    observed = X.simulate_run(failing, trials=4000)
+    configured = X.simulate_run(failing, trials=4000, rate="configured")
+    share = b["straggler_wait"] / (b["straggler_wait"] + b["productive"] + b["lost_work"])
+    print(f"healthy ranks waiting, share of the job's compute: measured {share:.1%}, model "
+          f"{observed.config.straggler_wait_share:.1%} (effective factor {observed.config.straggler_factor:.2f})")
+    print(f"{'':<20}{'measured':>10}{'sim, rate seen':>16}{'sim, MTBF set':>15}")
+    for cat in C.CATEGORIES:
+        print(f"{cat:<20}{s['shares'][cat]:>10.1%}{observed.buckets[cat] / observed.config.duration_s:>16.1%}"
+              f"{configured.buckets[cat] / configured.config.duration_s:>15.1%}")
+    print(f"{'goodput':<20}{s['goodput']:>10.1%}{observed.goodput_mean:>16.1%}{configured.goodput_mean:>15.1%}")
+    print(f"{'failures':<20}{s['failures']:>10}{observed.interruptions_mean:>16.2f}{configured.interruptions_mean:>15.2f}\n")
 
 
 if __name__ == "__main__":

@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if gpus >= 2:
         print("\n2. the same, rank 0 a straggler (x3 on half its steps)")
-        slow = run(base.replace(straggler_rank=0, straggler_factor=3.0, straggler_share=0.5), out=out / "small-straggler",
+        slow = run(base.replace(straggler_rank=0, straggler_factor=3.0, straggler_prob=0.5), out=out / "small-straggler",
                    progress=False)
         table("straggler", slow.summary)
         cost = X.straggler_cost(slow)

@@ -102,12 +102,13 @@ class RunConfig:
     """This machine's fixed number in a job of several machines (``None``: the rendezvous numbers them)."""
     rdzv_endpoint: str | None = None
     """``HOST:PORT`` of the rendezvous of a job of several machines (needed with ``nnodes`` > 1)."""
+    straggler_prob: float = 0.0
+    """The share of steps a straggler slows (each step drawn from the seed and the step: the same
+    steps in every attempt); 0: no straggler."""
+    straggler_factor: float = 2.0
+    """A slowed step takes this many times as long (its forward and backward, in a distributed job)."""
     straggler_rank: int | None = None
-    """The rank whose steps are slowed (``None``: none)."""
-    straggler_factor: float = 1.0
-    """A slowed step's forward and backward take this many times as long."""
-    straggler_share: float = 1.0
-    """The share of the straggler's steps that are slowed (1: every step)."""
+    """In a distributed job: the rank that straggles (``None``: every rank, each on draws of its own)."""
 
     overwrite: bool = False
     """Use an output folder that holds files of something other than a goodputlab run, replacing

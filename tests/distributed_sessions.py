@@ -106,7 +106,7 @@ def two_ranks_train_and_save(rank_id: int, world: int, port: int, out: str) -> N
 
     out = Path(out)
     rank = join(rank_id, world, port)
-    ddp, optimizer, scheduler, clock = build(rank, Straggler(rank=1, factor=4.0))
+    ddp, optimizer, scheduler, clock = build(rank, Straggler(rank=1, factor=4.0, prob=1.0))
     commits = []
     sync = sharded.ShardedCheckpointer(store(out), rank, lambda s, **i: commits.append((s, i)), asynchronous=False)
     asyn = sharded.ShardedCheckpointer(store(out), rank, lambda s, **i: commits.append((s, i)), asynchronous=True)

@@ -44,7 +44,7 @@ def supervised(config: RunConfig, out, **kwargs) -> dict:
 @pytest.fixture(scope="module")
 def straggled(tmp_path_factory):
     out = tmp_path_factory.mktemp("straggled")
-    config = RunConfig(**WORK, ckpt="async", straggler_rank=1, straggler_factor=3.0, straggler_share=0.5)
+    config = RunConfig(**WORK, ckpt="async", straggler_rank=1, straggler_factor=3.0, straggler_prob=0.5)
     return out, supervised(config, out)
 
 

@@ -82,10 +82,10 @@ def test_the_batch_must_split_evenly_over_the_ranks():
 @pytest.mark.parametrize("kwargs, field", [
     (dict(nproc=0), "nproc"), (dict(nproc=32), "nproc"), (dict(nproc=3), "nproc"),
     (dict(nproc=2, ckpt="memory"), "ckpt"), (dict(nproc=2, rdzv_endpoint="nope"), "rdzv_endpoint"),
-    (dict(straggler_rank=0), "straggler_rank"), (dict(nproc=2, straggler_rank=2), "straggler_rank"),
-    (dict(nproc=2, straggler_factor=2.0), "straggler_factor"), (dict(nproc=2, straggler_rank=1, straggler_factor=0.5), "straggler_factor"),
-    (dict(nproc=2, straggler_rank=1, straggler_share=0.0), "straggler_share"),
-    (dict(nproc=2, straggler_rank=1, straggler_share=1.5), "straggler_share"),
+    (dict(straggler_rank=0, straggler_prob=0.5), "straggler_rank"), (dict(straggler_prob=0.5), "straggler_prob"),
+    (dict(nproc=2, straggler_rank=2, straggler_prob=0.5), "straggler_rank"),
+    (dict(nproc=2, straggler_rank=1), "straggler_rank"), (dict(nproc=2, straggler_factor=0.5), "straggler_factor"),
+    (dict(nproc=2, straggler_prob=-0.1), "straggler_prob"), (dict(nproc=2, straggler_prob=1.5), "straggler_prob"),
 ])
 def test_run_configurations_refuse_what_a_distributed_run_cannot_do(kwargs, field):
     with pytest.raises(ConfigError) as e:
@@ -94,7 +94,7 @@ def test_run_configurations_refuse_what_a_distributed_run_cannot_do(kwargs, fiel
 
 
 def test_a_distributed_configuration_round_trips():
-    c = RunConfig(nproc=2, straggler_rank=1, straggler_factor=3.0, straggler_share=0.5, ckpt="async")
+    c = RunConfig(nproc=2, straggler_rank=1, straggler_factor=3.0, straggler_prob=0.5, ckpt="async")
     assert RunConfig.from_dict(c.to_dict()) == c
 
 
@@ -126,18 +126,27 @@ def test_shard_bounds_refuse_what_does_not_split():
 
 # --- the straggler -------------------------------------------------------------------------------
 def test_only_the_chosen_rank_is_slowed_and_by_its_factor():
-    s = Straggler(rank=1, factor=3.0, share=1.0)
+    s = Straggler(rank=1, factor=3.0, prob=1.0)
     assert s.delay_s(1, 5, 0.1) == pytest.approx(0.2) and s.delay_s(0, 5, 0.1) == 0.0
     assert not Straggler().active and Straggler().delay_s(0, 1, 1.0) == 0.0
-    assert Straggler(rank=0, factor=1.0).delay_s(0, 1, 1.0) == 0.0
+    assert Straggler(rank=0, factor=1.0, prob=1.0).delay_s(0, 1, 1.0) == 0.0
 
 
 def test_a_share_of_the_steps_is_slowed_the_same_steps_on_every_restart():
-    s = Straggler(rank=0, factor=2.0, share=0.25, seed=9)
+    s = Straggler(rank=0, factor=2.0, prob=0.25, seed=9)
     slowed = [step for step in range(4000) if s.slows(0, step)]
     assert 0.22 < len(slowed) / 4000 < 0.28
-    assert slowed == [step for step in range(4000) if Straggler(rank=0, factor=2.0, share=0.25, seed=9).slows(0, step)]
-    assert slowed != [step for step in range(4000) if Straggler(rank=0, factor=2.0, share=0.25, seed=10).slows(0, step)]
+    assert slowed == [step for step in range(4000) if Straggler(rank=0, factor=2.0, prob=0.25, seed=9).slows(0, step)]
+    assert slowed != [step for step in range(4000) if Straggler(rank=0, factor=2.0, prob=0.25, seed=10).slows(0, step)]
+
+
+def test_every_rank_may_straggle_on_draws_of_its_own():
+    s = Straggler(rank=None, factor=2.0, prob=0.1, seed=4)
+    per_rank = [{step for step in range(3000) if s.slows(r, step)} for r in range(4)]
+    assert all(0.08 < len(x) / 3000 < 0.12 for x in per_rank)
+    assert len(per_rank[0] & per_rank[1]) < 0.03 * 3000  # independent: about 1% of steps slow on both
+    union = set().union(*per_rank)
+    assert 0.30 < len(union) / 3000 < 0.39  # 1 - 0.9^4 = 34% of steps have a slow rank
 
 
 # --- the job's event log ---------------------------------------------------------------------------

@@ -165,7 +165,8 @@ def check_scale_out(config) -> None:
     * the batch splits evenly over the ranks (:func:`check_batch_split`);
     * ``--ckpt memory`` only in one worker process (its RAM tier belongs to one process; a job under
       torchrun saves sharded DCP checkpoints with ``sync``, ``async`` or ``dcp``);
-    * a straggler rank exists in the job, and its factor and share only come with a straggler rank.
+    * a straggler rank is a rank of a job of two or more ranks and comes with ``straggler_prob`` > 0;
+      a straggler of one process is not this module's (it needs the one-process worker's support).
     """
     check(config.launcher in LAUNCHERS, "launcher", config.launcher, f"one of {', '.join(LAUNCHERS)}")
     launch = launch_of(config)
@@ -175,18 +176,18 @@ def check_scale_out(config) -> None:
         check(config.ckpt != "memory", "ckpt", config.ckpt,
               f"sync, async or dcp with {world} rank{'s' if world > 1 else ''} under torchrun (a job under torchrun saves sharded DCP "
               "checkpoints; the RAM tier of --ckpt memory belongs to one process)")
+    check(is_number(config.straggler_prob) and 0.0 <= config.straggler_prob <= 1.0,
+          "straggler_prob", config.straggler_prob, "a share of steps between 0 and 1 (0: no straggler, 1: every step)")
+    check(is_number(config.straggler_factor) and 1.0 <= config.straggler_factor <= MAX_STRAGGLER_FACTOR,
+          "straggler_factor", config.straggler_factor,
+          f"a number between 1 and {MAX_STRAGGLER_FACTOR:g} (1: not slowed)")
     if config.straggler_rank is not None:
         check(is_whole(config.straggler_rank) and 0 <= config.straggler_rank < world and world > 1,
               "straggler_rank", config.straggler_rank,
               f"a rank between 0 and {world - 1} of a job of 2 or more ranks (--nproc)" if world > 1
               else "a rank of a job of 2 or more ranks (--nproc 2 or more): one rank has nobody to hold back")
-    check(is_number(config.straggler_factor) and 1.0 <= config.straggler_factor <= MAX_STRAGGLER_FACTOR,
-          "straggler_factor", config.straggler_factor,
-          f"a number between 1 and {MAX_STRAGGLER_FACTOR:g} (1: not slowed)")
-    check(is_number(config.straggler_share) and 0.0 < config.straggler_share <= 1.0,
-          "straggler_share", config.straggler_share, "a share > 0 and <= 1 (1: every step)")
-    if config.straggler_rank is None:
-        check(config.straggler_factor == 1.0, "straggler_factor", config.straggler_factor,
-              "1 unless --straggler-rank names the slow rank")
-        check(config.straggler_share == 1.0, "straggler_share", config.straggler_share,
-              "1 unless --straggler-rank names the slow rank")
+        check(config.straggler_prob > 0, "straggler_rank", config.straggler_rank,
+              "a rank with --straggler-prob > 0 (the share of its steps that are slowed)")
+    if config.straggler_prob > 0:
+        check(world > 1, "straggler_prob", config.straggler_prob,
+              "0 with one process here; a straggler needs a job of 2 or more ranks (--nproc 2 or more)")

@@ -60,7 +60,7 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
     make_deterministic(config.seed, device)  # the same initial model on every rank
     model, optimizer, scheduler = build_training(config, device)
     kind = parallel.parallelism_for(config.model, device)
-    straggler = Straggler(config.straggler_rank, config.straggler_factor, config.straggler_share, config.seed)
+    straggler = Straggler(config.straggler_rank, config.straggler_factor, config.straggler_prob, config.seed)
     clock = parallel.SyncClock(rank.rank, device, straggler)
     wrapped = parallel.wrap(model, device, kind, clock)
     if kind == parallel.FSDP:  # the parameters are sharded now: the optimizer must hold the shards

@@ -42,7 +42,7 @@ def run_ranks(config: RunConfig, out_root: Path | str | None = None, ranks: Iter
     for n in ranks:
         c = config.replace(nproc=n)
         if n == 1:
-            c = c.replace(straggler_rank=None, straggler_factor=1.0, straggler_share=1.0)
+            c = c.replace(straggler_rank=None, straggler_prob=0.0)
         out = Path(out_root) / f"ranks-{n}" if out_root is not None else None
         results[n] = run(c, out=out, progress=progress)
     return results
@@ -60,39 +60,43 @@ def _phase_durations(events: list[dict], kind: str) -> list[tuple[dict, float]]:
 
 
 def straggler_cost(result) -> dict[str, Any]:
-    """The straggler's cost in a distributed run, measured and modelled (seconds).
+    """The stragglers' cost in a distributed run, measured and modelled (seconds).
 
-    ``measured_s``: the job ledger's ``straggler_wait``; ``healthy_wait_s``: what the healthy
-    ranks themselves recorded in ``sync_wait`` (each rank's total, averaged over them);
-    ``own_compute_s``: the healthy ranks' median forward-and-backward time of a step;
-    ``model_s``: :func:`~goodputlab.theory.scaling.straggler_wait_s` with that compute, the run's
-    steps, factor and share; ``model_given_slowed_s``: the same for the steps that were
-    actually slowed (the model without the luck of the draw); ``slowed_steps``.
+    ``measured_s``: the job ledger's ``straggler_wait``; ``healthy_wait_s``: what the ranks
+    recorded in ``sync_wait`` on steps they were not slowed themselves (each rank's total,
+    averaged over the ranks); ``own_compute_s``: the median forward-and-backward time of an
+    unslowed step; ``model_s``: :func:`~goodputlab.theory.scaling.straggler_wait_s` with that
+    compute, the steps executed, the factor, the share of steps and the number of ranks that
+    may straggle (one chosen rank, or every rank); ``model_given_slowed_s``: the same for the
+    steps that were actually slowed (the model without the luck of the draw); ``slowed_steps``:
+    steps with a slowed rank; ``slept_s``: the stragglers' injected sleep in all.
     """
     config = result.config
     world = result.summary.get("world_size", 1)
-    straggler = config.straggler_rank
-    healthy = [r for r in range(world) if r != straggler]
-    own, waits = [], []
-    for r in healthy:
+    own, waits, slowed, slept = [], [], set(), 0.0
+    for r in range(world):
         events = rank_events(result, r)
-        own += [e["own_s"] for e in events if e["kind"] == E.W_SYNC_WAIT and "own_s" in e]
-        waits.append(sum(d for _, d in _phase_durations(events, E.W_SYNC_WAIT)))
-    slowed = []
-    if straggler is not None:
-        slowed = [e for e in rank_events(result, straggler) if e["kind"] == E.W_SYNC_WAIT and e.get("slowed_s", 0) > 0]
+        mine = [e for e in events if e["kind"] == E.W_SYNC_WAIT]
+        slowed_here = {(e["attempt"], e["step"]) for e in mine if e.get("slowed_s", 0) > 0}
+        slowed |= slowed_here
+        slept += sum(e.get("slowed_s", 0.0) for e in mine)
+        own += [e["own_s"] for e in mine if "own_s" in e and (e["attempt"], e["step"]) not in slowed_here]
+        if config.straggler_rank is None or r != config.straggler_rank:
+            waits.append(sum(d for e, d in _phase_durations(events, E.W_SYNC_WAIT)
+                             if (e["attempt"], e["step"]) not in slowed_here))
     compute = statistics.median(own) if own else 0.0
     steps = result.summary["steps_executed"]
-    factor, share = config.straggler_factor, config.straggler_share
+    factor, prob = config.straggler_factor, config.straggler_prob
+    may_straggle = 0 if prob == 0 else (1 if config.straggler_rank is not None else world)
     return {
         "measured_s": result.summary["buckets"][C.STRAGGLER_WAIT],
         "healthy_wait_s": statistics.fmean(waits) if waits else 0.0,
         "own_compute_s": compute,
         "slowed_steps": len(slowed),
         "steps": steps,
-        "model_s": scaling.straggler_wait_s(compute, steps, factor, share, 1 if straggler is not None else 0),
+        "model_s": scaling.straggler_wait_s(compute, steps, factor, prob, may_straggle),
         "model_given_slowed_s": len(slowed) * compute * (factor - 1.0),
-        "slept_s": sum(e["slowed_s"] for e in slowed),
+        "slept_s": slept,
     }
 
 
@@ -180,7 +184,7 @@ def simulate_run(result, devices: int | None = None, trials: int = 2000, seed: i
         rank_mtbf = config.mtbf if config.mtbf > 0 else float("inf")
     else:
         raise ValueError(f"rate {rate!r}: observed or configured")
-    factor = effective_straggler_factor(result) if config.straggler_rank is not None else 1.0
+    factor = effective_straggler_factor(result) if config.straggler_prob > 0 else 1.0
     fields = dict(
         devices=devices or world,
         duration_s=result.summary["wall_s"],
@@ -192,8 +196,8 @@ def simulate_run(result, devices: int | None = None, trials: int = 2000, seed: i
         startup_s=min(costs["startup_s"], result.summary["wall_s"]),
         data_stall_fraction=min(costs["data_stall_fraction"], 0.99),
         straggler_factor=factor,
-        straggler_share=config.straggler_share if config.straggler_rank is not None else 0.0,
-        straggler_devices=1 if config.straggler_rank is not None else 0,
+        straggler_share=config.straggler_prob,
+        straggler_devices=1 if config.straggler_rank is not None else (devices or world),
         trials=trials,
         seed=seed,
     )

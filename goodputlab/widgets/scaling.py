@@ -84,8 +84,8 @@ class ScalingPanel:
             save_s=costs["save_s"],
             restore_s=costs["restore_s"],
             restart_s=costs["restart_s"],
-            straggler_factor=config.straggler_factor if config.straggler_rank is not None else 1.5,
-            straggler_share=config.straggler_share if config.straggler_rank is not None else 0.01,
+            straggler_factor=config.straggler_factor if config.straggler_prob > 0 else 1.5,
+            straggler_share=config.straggler_prob if config.straggler_prob > 0 else 0.01,
             ranks=result.summary.get("world_size", 1),
         )
         fields.update(kwargs)
