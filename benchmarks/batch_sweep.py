@@ -25,14 +25,11 @@ import sys
 import time
 from pathlib import Path
 
-from goodputlab.efficiency.analysis import (
-    DEFAULT_TARGET_LOSS,
-    LR_RULES,
-    SweepConfig,
-    adaptive_batch_sizes,
-    parse_batch_sizes,
-    report,
-)
+from goodputlab.efficiency.analysis import adaptive_batch_sizes, report
+
+from goodputlab.efficiency.noise import LR_RULES
+
+from goodputlab.efficiency.sweep_config import DEFAULT_TARGET_LOSS, SweepConfig, parse_batch_sizes
 from goodputlab.efficiency.sweep import SweepBar, run_sweep
 
 

@@ -34,8 +34,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from goodputlab import categories as C  # noqa: E402
-from goodputlab.api import run  # noqa: E402
-from goodputlab.config import RunConfig  # noqa: E402
+from goodputlab.engine.api import run  # noqa: E402
+from goodputlab.engine.config import RunConfig  # noqa: E402
 from goodputlab.experiments import scaling as X  # noqa: E402
 
 

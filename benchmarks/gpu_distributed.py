@@ -43,8 +43,8 @@ def table(label: str, s: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from goodputlab.api import run
-    from goodputlab.config import RunConfig
+    from goodputlab.engine.api import run
+    from goodputlab.engine.config import RunConfig
     from goodputlab.experiments import scaling as X
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

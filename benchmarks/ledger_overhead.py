@@ -25,12 +25,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from goodputlab import events as E  # noqa: E402
-from goodputlab.config import RunConfig  # noqa: E402
-from goodputlab.data import SlowStorageDataset, StepSampler, data_file, make_loader  # noqa: E402
-from goodputlab.events import EventWriter  # noqa: E402
-from goodputlab.workload import PRESETS  # noqa: E402
-from goodputlab.worker import build_training, make_deterministic, resolve_device, train_step  # noqa: E402
+from goodputlab.engine import events as E  # noqa: E402
+from goodputlab.engine.config import RunConfig  # noqa: E402
+from goodputlab.pipeline.loader import SlowStorageDataset, StepSampler, data_file, make_loader  # noqa: E402
+from goodputlab.engine.events import EventWriter  # noqa: E402
+from goodputlab.training.workload import PRESETS  # noqa: E402
+from goodputlab.training.step import train_step  # noqa: E402
+from goodputlab.training.objects import build_training, make_deterministic, resolve_device  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -43,8 +43,8 @@ from pathlib import Path
 
 from goodputlab.experiments import data_stall as P
 from goodputlab.theory.data_stall import supply_ratio
-from goodputlab.api import run
-from goodputlab.config import RunConfig
+from goodputlab.engine.api import run
+from goodputlab.engine.config import RunConfig
 
 AIM_SUPPLY = 1.2  # supply / appetite at or above which the aim is "data wait < 2%"
 AIM_SHARE = 0.02

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from goodputlab.recorder import Recorder  # noqa: E402
+from goodputlab.engine.recorder import Recorder  # noqa: E402
 
 SAVE_EVERY = 1000
 

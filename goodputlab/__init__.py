@@ -3,7 +3,7 @@
 The chapters and labs use this small API (``import goodputlab as gl``)::
 
     result = gl.run(steps=400, ckpt_every=50, mtbf=4, seed=1)   # a real run, killed and restarted
-    result.goodput, result.buckets                               # productive / wall, eight categories
+    result.goodput, result.buckets                               # productive / wall, the categories
     gl.daly_interval(save_s=60, mtbf_s=10_000)                   # the theory beside it
 
 Running and reading runs:
@@ -12,7 +12,7 @@ Running and reading runs:
 - :func:`load_run`: read a finished run's directory back as a :class:`RunResult`.
 - :class:`RunConfig`: everything that defines a run (validated; the CLI's flags).
 - :class:`RunResult`: a run's summary, event log, ledger and charts.
-- :data:`CATEGORIES`: the ledger's eight categories, in order.
+- :data:`CATEGORIES`: the ledger's categories (nine: straggler_wait for jobs of many ranks), in order.
 - :data:`PHASES`: the event kinds that start a phase (the others are markers).
 - :class:`ConfigError`: a bad value; names the field, the value and what is allowed.
 - :func:`measure_timings`: a run's phase costs read from its event log (:class:`RunTimings`).
@@ -29,7 +29,8 @@ The theory (all of it in :mod:`goodputlab.theory`; the ones the chapters use mos
 - :func:`human_duration`: ``"1h 12m"`` from seconds.
 
 Namespaces: :mod:`theory` (pure models), :mod:`experiments` (real runs set beside
-the theory), :mod:`charts` (Altair), :mod:`widgets` (ipywidgets panels),
+the theory), :mod:`efficiency` (goodput as statistical efficiency), :mod:`serving`
+(goodput in serving), :mod:`charts` (Altair), :mod:`widgets` (ipywidgets panels),
 :mod:`labs` (the workshop's checks); and :func:`record_metrics`, the line a
 notebook prints for its tests.
 
@@ -47,15 +48,15 @@ __version__ = "0.1.0"
 #: public name -> (module, attribute); attribute None: the module itself
 _API: dict[str, tuple[str, str | None]] = {
     # running and reading runs
-    "run": (".api", "run"),
-    "load_run": (".api", "load_run"),
-    "RunConfig": (".config", "RunConfig"),
-    "RunResult": (".api", "RunResult"),
+    "run": (".engine.api", "run"),
+    "load_run": (".engine.api", "load_run"),
+    "RunConfig": (".engine.config", "RunConfig"),
+    "RunResult": (".engine.api", "RunResult"),
     "CATEGORIES": (".categories", "CATEGORIES"),
-    "PHASES": (".events", "PHASES"),
+    "PHASES": (".engine.events", "PHASES"),
     "ConfigError": (".errors", "ConfigError"),
     "measure_timings": (".experiments.interval_sweep", "measure_timings"),
-    "Recorder": (".recorder", "Recorder"),
+    "Recorder": (".engine.recorder", "Recorder"),
     # the theory
     "young_interval": (".theory", "young_interval"),
     "daly_interval": (".theory", "daly_interval"),
@@ -77,6 +78,8 @@ _API: dict[str, tuple[str, str | None]] = {
     "charts": (".charts", None),
     "widgets": (".widgets", None),
     "labs": (".labs", None),
+    "efficiency": (".efficiency", None),
+    "serving": (".serving", None),
 }
 
 

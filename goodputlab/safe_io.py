@@ -39,6 +39,14 @@ _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
+def default_max_file_bytes() -> int:
+    """The largest checkpoint file a reader accepts unless told otherwise: half the machine's RAM."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError):
+        return 64 << 30
+
+
 class UnsafeFileError(ValueError):
     """A file a reader refuses: a link, not a regular file, or larger than allowed."""
 

@@ -9,7 +9,7 @@ A rule between fields (``prefetch`` only with workers) is :func:`goodputlab.erro
 Two forms of the same checks. The functions (:func:`whole`, :func:`number`,
 :func:`seconds`, :func:`share`, :func:`choice`, :func:`boolean`) check a value now;
 the rules (:class:`Whole`, :class:`Number`, :class:`Choice`, :class:`Boolean`,
-:class:`Optional`, :class:`Either`, :class:`WholeList`) describe a field once, so a
+:class:`Optional`, :class:`Either`, :class:`WholeList`, :class:`Satisfies`) describe a field once, so a
 configuration's field can carry its rule: ``rule(field, value)`` checks,
 ``rule.allowed`` says what is allowed and ``rule.parse(text)`` reads a command-line
 value (raising ``ValueError`` when the text is not of the rule's kind).
@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .errors import ConfigError
 
@@ -222,6 +222,21 @@ class WholeList(Rule):
 
     def parse(self, text: str) -> tuple[int, ...]:
         return tuple(int(s) for s in text.split(",") if s.strip())
+
+
+@dataclass(frozen=True)
+class Satisfies(Rule):
+    """A value for which ``test(value)`` is true; ``text`` says what that means."""
+
+    test: Callable[[Any], bool]
+    text: str
+
+    @property
+    def allowed(self) -> str:
+        return self.text
+
+    def ok(self, value: Any) -> bool:
+        return bool(self.test(value))
 
 
 # --- the same checks as functions (a value checked once, where it is used) ------------------------

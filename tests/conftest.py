@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from goodputlab.config import RunConfig
-from goodputlab.events import read_events
-from goodputlab.supervisor import run_supervised
+from goodputlab.engine.config import RunConfig
+from goodputlab.engine.events import read_events
+from goodputlab.engine.supervisor import run_supervised
 
 ROOT = Path(__file__).resolve().parent.parent
 

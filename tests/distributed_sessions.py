@@ -32,9 +32,9 @@ def build(rank, straggler=None):
     """The tiny preset's model, optimizer and schedule, DDP-wrapped, as the distributed worker builds them."""
     import torch
 
-    from goodputlab.config import RunConfig
+    from goodputlab.engine.config import RunConfig
     from goodputlab.distributed import parallel, sharded
-    from goodputlab.worker import build_training
+    from goodputlab.training.objects import build_training
 
     torch.manual_seed(SEED)
     model, optimizer, scheduler = build_training(RunConfig(steps=20, model="tiny", seed=SEED), torch.device("cpu"))
@@ -74,7 +74,7 @@ def digest(ddp, optimizer, scheduler) -> dict:
     import torch
 
     from goodputlab.distributed.parallel import unwrap
-    from goodputlab.model import state_sha256
+    from goodputlab.training.model import state_sha256
 
     h = hashlib.sha256()
     state = optimizer.state_dict()
@@ -88,7 +88,7 @@ def digest(ddp, optimizer, scheduler) -> dict:
 
 
 def store(out: Path):
-    from goodputlab.checkpoint import CheckpointStore
+    from goodputlab.checkpoints.store import CheckpointStore
 
     return CheckpointStore(Path(out) / "ckpt", keep=5)
 

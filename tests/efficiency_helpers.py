@@ -8,7 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from goodputlab.efficiency.analysis import SweepConfig, SweepResult, Throughput, Trajectory
+from goodputlab.efficiency.analysis import SweepResult, Throughput, Trajectory
+
+from goodputlab.efficiency.sweep_config import SweepConfig
 
 SYNTHETIC_SIZES = (8, 16, 32, 64, 128)
 E_MIN = 6000.0  # samples the smallest batches need (McCandlish's E_min)

@@ -10,10 +10,10 @@ import subprocess
 import pytest
 
 from goodputlab import theory
-from goodputlab.adaptive import PRIOR_FAILURES, PRIOR_MTBF_S, AutoInterval
-from goodputlab.config import RunConfig
-from goodputlab.events import EventLogWarning, read_events
-from goodputlab.supervisor import run_supervised
+from goodputlab.checkpoints.interval import PRIOR_FAILURES, PRIOR_MTBF_S, AutoInterval
+from goodputlab.engine.config import RunConfig
+from goodputlab.engine.events import EventLogWarning, read_events
+from goodputlab.engine.supervisor import run_supervised
 
 from conftest import RESUME_SETTINGS
 
@@ -73,7 +73,7 @@ def test_auto_interval_reads_failures_and_save_costs_from_the_event_log(tmp_path
 def test_auto_interval_retunes_from_measured_saves_and_failures(tmp_path, clean_run):
     """--ckpt-every auto on a killed run: intervals follow Daly's formula for the estimates, which move."""
     from goodputlab import theory
-    from goodputlab.adaptive import PRIOR_FAILURES, PRIOR_MTBF_S
+    from goodputlab.checkpoints.interval import PRIOR_FAILURES, PRIOR_MTBF_S
 
     # storage latency paces the steps (~50 ms with two loader workers) without changing the data, so the
     # first attempts live long enough for the prior interval (~1.2 s) to come due; the final model is the same

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from goodputlab.cli import build_parser, main
-from goodputlab.run_dir import MARKER
+from goodputlab.engine.run_dir import MARKER
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "BAD_INPUT.md"
 ROW = re.compile(r"^\| `(?P<flag>--[a-z-]+)` \| `(?P<command>[^`]+)`(?P<note>[^|]*)\| `(?P<message>.+)` \|$")
@@ -63,7 +63,7 @@ def places(tmp_path_factory):
     (ckpt_link / "ckpt").symlink_to(root / "elsewhere")
     running = root / "running"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from goodputlab.run_dir import claim_run_dir; "
+        [sys.executable, "-c", "import sys, time; from goodputlab.engine.run_dir import claim_run_dir; "
          "c = claim_run_dir(sys.argv[1]); print('held', flush=True); time.sleep(120)", str(running)],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip

@@ -19,7 +19,10 @@ def test_chapter_5_anatomy(executed_notebook):
     wait = m["wait_ms"]
     # the ledger's data wait: reading from memory, plus the transform, plus the storage latency
     assert wait["compute_only"] < 3
-    assert wait["prep_only"] - wait["compute_only"] == pytest.approx(m["transform_ms"], abs=4)
+    # the transform burns CPU time, so on a busy machine it takes longer on the wall clock (15.6 ms for
+    # 10 ms of CPU beside three other jobs on 2 cores): at least its CPU time, and not far above it
+    prep = wait["prep_only"] - wait["compute_only"]
+    assert m["transform_ms"] - 4 <= prep <= 3 * m["transform_ms"] + 4
     assert wait["full"] - wait["prep_only"] == pytest.approx(m["latency_draw_mean_ms"], abs=8)
     # differencing the periods: the same stalls, plus however far the step's own time drifted
     # between the runs (tens of percent on a busy machine), so only the order is firm

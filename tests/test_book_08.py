@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from goodputlab.efficiency.analysis import LR_RULES, statistical_efficiency
+from goodputlab.efficiency.noise import LR_RULES, statistical_efficiency
 
 from conftest import widget_views
 

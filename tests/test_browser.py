@@ -41,6 +41,10 @@ def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("lab")
     for folder in ("book", "labs"):
         shutil.copytree(ROOT / folder, root / folder)
+    # JupyterLab draws only the cells near the viewport (windowing); the test reads the whole notebook
+    settings = root / "jupyter-config" / "lab" / "user-settings" / "@jupyterlab" / "notebook-extension"
+    settings.mkdir(parents=True)
+    (settings / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
     port = _free_port()
     env = {**os.environ, "GOODPUTLAB_SMOKE": "1", "JUPYTER_CONFIG_DIR": str(root / "jupyter-config")}
     lab_args = (

@@ -6,7 +6,7 @@ import pytest
 
 from goodputlab import categories as C
 from goodputlab import charts
-from goodputlab.ledger import Ledger, Segment, build_ledger
+from goodputlab.engine.ledger import Ledger, Segment, build_ledger
 
 from conftest import chart_rows
 from test_ledger import ONE_FAILURE

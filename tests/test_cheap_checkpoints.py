@@ -19,30 +19,22 @@ from pathlib import Path
 import pytest
 import torch
 
-from goodputlab import events as E
-from goodputlab.async_checkpoint import AsyncCheckpointer
-from goodputlab.checkpoint import (
-    CheckpointStore,
-    CheckpointWarning,
-    apply_state,
-    capture_state,
-    load_newest,
-    make_checkpointer,
-)
-from goodputlab.config import RunConfig
-from goodputlab.dcp_checkpoint import DcpCheckpointer, load_dcp_checkpoint
-from goodputlab.events import EventWriter, read_events
-from goodputlab.ledger import build_ledger
-from goodputlab.memory_checkpoint import (
-    MemoryCheckpointer,
-    MemoryTier,
-    create_memory_tier_dir,
-    remove_memory_tier_dir,
-    sweep_stale_memory_tiers,
-)
-from goodputlab.model import state_sha256
-from goodputlab.snapshot import flatten, unflatten
-from goodputlab.worker import build_training
+from goodputlab.engine import events as E
+from goodputlab.checkpoints.strategies.async_ import AsyncCheckpointer
+from goodputlab.checkpoints.store import CheckpointStore, CheckpointWarning
+from goodputlab.checkpoints.restore import load_newest
+from goodputlab.checkpoints.state import apply_state, capture_state
+from goodputlab.checkpoints.strategies import make_checkpointer
+from goodputlab.engine.config import RunConfig
+from goodputlab.checkpoints.strategies.dcp import DcpCheckpointer
+from goodputlab.checkpoints.dcp_layout import load_dcp_checkpoint
+from goodputlab.engine.events import EventWriter, read_events
+from goodputlab.engine.ledger import build_ledger
+from goodputlab.checkpoints.strategies.memory import MemoryCheckpointer
+from goodputlab.checkpoints.ram_tier import MemoryTier, create_memory_tier_dir, remove_memory_tier_dir, sweep_stale_memory_tiers
+from goodputlab.training.model import state_sha256
+from goodputlab.checkpoints.snapshot import flatten, unflatten
+from goodputlab.training.objects import build_training
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -375,8 +367,8 @@ def test_damaged_ram_snapshot_falls_back_to_disk(tmp_path, ram_dir, how):
 
 _WRITER = """
 import sys, torch
-from goodputlab.memory_checkpoint import MemoryTier
-from goodputlab.snapshot import flatten
+from goodputlab.checkpoints.ram_tier import MemoryTier
+from goodputlab.checkpoints.snapshot import flatten
 sys.path.insert(0, sys.argv[2])
 from test_cheap_checkpoints import big_state
 tier = MemoryTier(sys.argv[1])
@@ -474,7 +466,7 @@ def test_stale_ram_tiers_are_swept_by_their_free_lock_never_by_pid(tmp_path):
 def test_make_checkpointer_knows_every_strategy(tmp_path, ram_dir):
     store = CheckpointStore(tmp_path)
     for name in ("sync", "async", "dcp", "memory"):
-        c = make_checkpointer(name, store, lambda s, **i: None, memory_tier=MemoryTier(ram_dir))
+        c = make_checkpointer(name, store, lambda s, **i: None, tier=MemoryTier(ram_dir))
         assert c.name == name
         c.close()
     with pytest.raises(ValueError, match="lazy"):

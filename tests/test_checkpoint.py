@@ -11,17 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from goodputlab.checkpoint import (
-    CheckpointStore,
-    CheckpointWarning,
-    apply_state,
-    capture_rng,
-    capture_state,
-    restore_rng,
-)
-from goodputlab.config import RunConfig
-from goodputlab.model import state_sha256
-from goodputlab.worker import build_training
+from goodputlab.checkpoints.store import CheckpointStore, CheckpointWarning
+from goodputlab.checkpoints.state import apply_state, capture_rng, capture_state, restore_rng
+from goodputlab.engine.config import RunConfig
+from goodputlab.training.model import state_sha256
+from goodputlab.training.objects import build_training
 
 
 def small_state(step: int) -> dict:

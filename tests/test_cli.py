@@ -1,16 +1,47 @@
 """The CLI as a user runs it: real subprocesses, real exit codes."""
 
+import dataclasses
+import fcntl
 import json
+import os
+import pty
 import signal
+import struct
 import subprocess
+import termios
 import time
 from pathlib import Path
 
 import pytest
 
+from goodputlab.cli import build_parser, main
+from goodputlab.cli.run import config_from, flag_fields, flag_of
+from goodputlab.engine.config import RunConfig
+
 
 def run_cli(cli, env, *args, timeout=300):
     return subprocess.run([*cli, *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def run_with_terminal_stderr(cli, env, *args, timeout=300) -> tuple[int, str, str]:
+    """Run the CLI with stderr on a pseudo-terminal (as in a shell): (exit code, stdout, what the terminal showed)."""
+    controller, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
+    try:
+        r = subprocess.run([*cli, *args], stdout=subprocess.PIPE, stderr=terminal, text=True, env=env, timeout=timeout)
+    finally:
+        os.close(terminal)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(controller, 1 << 16)
+        except OSError:  # EIO: the terminal is closed and drained
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(controller)
+    return r.returncode, r.stdout, shown.decode(errors="replace")
 
 
 @pytest.mark.parametrize(
@@ -48,28 +79,33 @@ def test_out_under_a_file_is_refused(cli, cli_env, tmp_path):
 
 def test_run_prints_a_breakdown_and_writes_the_files(cli, cli_env, tmp_path):
     out = tmp_path / "r"
-    r = run_cli(cli, cli_env, "run", "--steps", "40", "--ckpt-every", "20", "--out", str(out), "--kill-at-steps", "30")
-    assert r.returncode == 0, r.stderr
+    code, stdout, terminal = run_with_terminal_stderr(
+        cli, cli_env, "run", "--steps", "40", "--ckpt-every", "20", "--out", str(out), "--kill-at-steps", "30"
+    )
+    assert code == 0, terminal
     for cat in ("productive", "data_wait", "checkpoint_save", "checkpoint_restore", "lost_work", "restart", "startup", "other"):
-        assert cat in r.stdout
-    assert "goodput" in r.stdout and "failures 1" in r.stdout
+        assert cat in stdout
+    assert "goodput" in stdout and "failures 1" in stdout
     summary = json.loads((out / "summary.json").read_text())
     assert summary["failures"] == 1 and summary["completed"]
     assert (out / "events.jsonl").stat().st_size > 0
-    assert "training" in r.stderr  # the progress bar
+    assert "training" in terminal  # the progress bar, on a terminal
     # goodputlab report reads the lab run's directory back: the same table, the same summary
     rep = run_cli(cli, cli_env, "report", str(out), timeout=60)
-    assert rep.returncode == 0 and rep.stdout.splitlines()[:12] == r.stdout.splitlines()[:12]
+    assert rep.returncode == 0 and rep.stdout.splitlines()[:12] == stdout.splitlines()[:12]
     rep = run_cli(cli, cli_env, "report", str(out), "--json", timeout=60)
     assert rep.returncode == 0 and json.loads(rep.stdout) == summary
 
 
-def test_json_output(cli, cli_env, tmp_path):
-    r = run_cli(cli, cli_env, "run", "--steps", "10", "--ckpt-every", "5", "--out", str(tmp_path / "r"), "--json", "--quiet")
+def test_json_output_and_lr(cli, cli_env, tmp_path):
+    r = run_cli(
+        cli, cli_env, "run", "--steps", "10", "--ckpt-every", "5", "--lr", "0.002", "--out", str(tmp_path / "r"), "--json",
+    )
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout)
     assert summary["steps_completed"] == 10 and summary["config"]["ckpt_every"] == 5
-    assert r.stderr == ""
+    assert summary["config"]["lr"] == 0.002  # --lr reached the run
+    assert r.stderr == ""  # no progress bar when stderr is not a terminal, even without --quiet
 
 
 def test_failure_budget_exit_code(cli, cli_env, tmp_path):
@@ -135,3 +171,50 @@ def test_the_issue_acceptance_commands(cli, cli_env, tmp_path):
     assert abs(sum(s1["buckets"].values()) - s1["wall_s"]) / s1["wall_s"] < 0.01
     assert s1["final_state_sha256"] == s0["final_state_sha256"]
     assert s1["final_loss"] < s1["initial_loss"] - 1.0  # the loss falls measurably
+
+
+# --- the run command's flags are generated from RunConfig's fields -------------------------------
+
+
+def _run_help() -> str:
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    return sub.choices["run"].format_help()
+
+
+def test_every_run_config_field_is_a_flag_listed_in_help():
+    help_text = " ".join(_run_help().split())  # argparse wraps lines
+    listed = {f.name for f in flag_fields()}
+    assert listed == {f.name for f in dataclasses.fields(RunConfig)} - {"extra"}  # extra: recorded, not a flag
+    for f in flag_fields():
+        assert flag_of(f.name) in help_text, f.name
+        assert " ".join(f.metadata["help"].split()) in help_text, f.name
+    assert "--lr RATE" in help_text and "--steps N" in help_text and "--mtbf SECONDS" in help_text
+    assert "examples:" in help_text
+
+
+def test_every_flag_reaches_its_field():
+    """A value for every field, typed on the command line, arrives in the RunConfig unchanged."""
+    wanted = RunConfig(
+        steps=300, model="small", batch_size=4, lr=0.01, device="cpu", seed=7, threads=2, ckpt_every="auto",
+        ckpt_every_s=2.5, ckpt="memory", memory_disk_every=2, keep=5, mtbf=3.0, kill_at_steps=(10, 20),
+        restart_delay=0.25, max_failures=9, workers=2, prefetch=3, io_latency_ms=5.0, io_jitter=0.5,
+        transform_ms=1.5, pin_memory=True, persistent_workers=True, device_prefetch=True, overwrite=True,
+    )
+    argv = ["run"]
+    for f in flag_fields():
+        value = getattr(wanted, f.name)
+        if isinstance(value, bool):
+            argv += [flag_of(f.name)] if value else []
+        else:
+            argv += [flag_of(f.name), ",".join(map(str, value)) if isinstance(value, tuple) else str(value)]
+    args = build_parser().parse_args(argv)
+    assert config_from(args) == wanted
+    assert config_from(build_parser().parse_args(["run"])) == RunConfig()  # no flag: every default
+
+
+def test_bare_goodputlab_lists_the_commands(capsys):
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    for command in ("run", "optimal", "simulate", "batch-sweep", "serve-bench", "report"):
+        assert f"  {command} " in err
+    assert "goodputlab COMMAND --help" in err

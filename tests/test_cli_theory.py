@@ -14,7 +14,8 @@ import termios
 
 import pytest
 
-from goodputlab import cli_theory, theory
+from goodputlab import theory
+from goodputlab.cli import theory as cli_theory
 
 from conftest import ROOT
 

@@ -1,6 +1,6 @@
 import pytest
 
-from goodputlab.config import RunConfig
+from goodputlab.engine.config import RunConfig
 from goodputlab.errors import ConfigError
 
 

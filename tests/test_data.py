@@ -5,8 +5,8 @@ import time
 import numpy as np
 import pytest
 
-from goodputlab.data import SlowStorageDataset, StepSampler, data_file, make_loader
-from goodputlab.workload import PRESETS
+from goodputlab.pipeline.loader import SlowStorageDataset, StepSampler, data_file, make_loader
+from goodputlab.training.workload import PRESETS
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def test_read_latency_is_seeded_and_has_the_configured_mean(tokens_path):
 
 
 def test_latency_waits_and_transform_burns_cpu(tokens_path):
-    from goodputlab.data import BatchRequest
+    from goodputlab.pipeline.loader import BatchRequest
 
     slow_io = SlowStorageDataset(tokens_path, seed=0, io_latency_s=0.05)
     slow_io.__getitems__(BatchRequest(1, list(range(16))))  # first read opens the memory map

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from goodputlab.checkpoint import LAYOUT_DCP_SHARDED, CheckpointStore, apply_state, check_training_state
+from goodputlab.checkpoints.state import apply_state, check_training_state
+from goodputlab.checkpoints.store import LAYOUT_DCP_SHARDED, CheckpointStore
 
 sys.path.insert(0, str(Path(__file__).parent))
 import distributed_sessions as S  # noqa: E402
@@ -115,8 +116,8 @@ def test_one_process_reads_a_sharded_checkpoint_whole(sessions):
     """The one-process worker's path: CheckpointStore.load of a 2-rank checkpoint into a plain model."""
     import torch
 
-    from goodputlab.config import RunConfig
-    from goodputlab.worker import build_training
+    from goodputlab.engine.config import RunConfig
+    from goodputlab.training.objects import build_training
 
     store = CheckpointStore(sessions["out"] / "ckpt")
     state = store.load(store.path_for(4))

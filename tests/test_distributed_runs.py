@@ -21,12 +21,12 @@ import threading
 import pytest
 
 from goodputlab import categories as C
-from goodputlab import events as E
-from goodputlab.config import RunConfig
+from goodputlab.engine import events as E
+from goodputlab.engine.config import RunConfig
 from goodputlab.distributed.joblog import RANKS_DIR
-from goodputlab.events import read_events
-from goodputlab.ledger import build_ledger
-from goodputlab.supervisor import run_supervised
+from goodputlab.engine.events import read_events
+from goodputlab.engine.ledger import build_ledger
+from goodputlab.engine.supervisor import run_supervised
 
 WORK = dict(nproc=2, steps=24, ckpt_every=8, seed=5, restart_delay=0.0, threads=1)
 RUN_LIMIT_S = 240  # a hung run is stopped (SIGTERM: the supervisor cleans up) instead of hanging the suite
@@ -173,7 +173,7 @@ def test_sigterm_stops_torchrun_and_every_rank(tmp_path):
     import sys
     import time
 
-    code = ("import sys; from goodputlab.config import RunConfig; from goodputlab.supervisor import run_supervised; "
+    code = ("import sys; from goodputlab.engine.config import RunConfig; from goodputlab.engine.supervisor import run_supervised; "
             f"run_supervised(RunConfig(nproc=2, steps=5000, ckpt_every=0, threads=1), sys.argv[1])")
     proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120

@@ -9,16 +9,16 @@ from __future__ import annotations
 import pytest
 
 from goodputlab import categories as C
-from goodputlab import events as E
-from goodputlab.config import RunConfig
-from goodputlab.data import StepSampler
+from goodputlab.engine import events as E
+from goodputlab.engine.config import RunConfig
+from goodputlab.pipeline.loader import StepSampler
 from goodputlab.distributed.joblog import job_events, rank_totals
 from goodputlab.distributed.launch import TorchrunLaunch, check_batch_split, parse_rdzv_endpoint
 from goodputlab.distributed.sharding import ShardedStepSampler, shard_bounds
 from goodputlab.distributed.straggler import Straggler
 from goodputlab.errors import ConfigError
-from goodputlab.ledger import build_ledger, summarize
-from goodputlab.merge import merge_ranks
+from goodputlab.engine.ledger import build_ledger, summarize
+from goodputlab.engine.merge import merge_ranks
 
 
 # --- the torchrun command -----------------------------------------------------------------------

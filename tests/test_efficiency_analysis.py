@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from goodputlab.efficiency import analysis as A
+from goodputlab.efficiency import noise as N
+from goodputlab.efficiency import sweep_config
 from goodputlab.errors import ConfigError
 
 from efficiency_helpers import synthetic_result
@@ -51,10 +53,10 @@ def test_simple_estimator_recovers_the_exact_noise_scale(delta_scale):
     delta = delta_scale * np.linspace(-1, 1, D)
     g2, trace, noise = exact_regression(delta)
     small, big = regression_norms(delta, 32, 6000, seed=1)
-    est_g2, est_trace = A.simple_noise_estimates(small.mean(), big.mean(), 16, 32)
+    est_g2, est_trace = N.simple_noise_estimates(small.mean(), big.mean(), 16, 32)
     assert est_g2 == pytest.approx(g2, rel=0.06)
     assert est_trace == pytest.approx(trace, rel=0.03)
-    assert A.simple_noise_scale(small, big, 16, 32) == pytest.approx(noise, rel=0.07)
+    assert N.simple_noise_scale(small, big, 16, 32) == pytest.approx(noise, rel=0.07)
     # the smaller the true gradient, the larger the noise scale (as training converges)
     assert noise > 10 if delta_scale < 1 else noise < 30
 
@@ -64,16 +66,16 @@ def test_estimator_is_unbiased_for_each_quantity():
     g2, trace = 2.0, 50.0
     small = g2 + trace / 4
     big = g2 + trace / 16
-    est = A.simple_noise_estimates(np.array([small, small]), np.array([big, big]), 4, 16)
+    est = N.simple_noise_estimates(np.array([small, small]), np.array([big, big]), 4, 16)
     assert np.allclose(est[0], g2) and np.allclose(est[1], trace)
-    assert A.simple_noise_scale(small, big, 4, 16) == pytest.approx(25.0)
+    assert N.simple_noise_scale(small, big, 4, 16) == pytest.approx(25.0)
     with pytest.raises(ValueError):
-        A.simple_noise_estimates(1.0, 1.0, 16, 16)
+        N.simple_noise_estimates(1.0, 1.0, 16, 16)
 
 
 def test_tracker_follows_the_exact_value_and_its_change():
     delta = np.linspace(-1, 1, D)
-    tracker = A.NoiseScaleTracker(window_samples=20_000)
+    tracker = N.NoiseScaleTracker(window_samples=20_000)
     assert math.isnan(tracker.noise_scale)
     small, big = regression_norms(delta, 32, 3000, seed=2)
     for s, b in zip(small, big):
@@ -92,10 +94,10 @@ def test_tracker_follows_the_exact_value_and_its_change():
 
 
 def test_tracker_bias_correction_and_pure_noise():
-    tracker = A.NoiseScaleTracker(1000)
+    tracker = N.NoiseScaleTracker(1000)
     tracker.update(2.0 + 50 / 4, 2.0 + 50 / 16, 4, 16)  # one exact update, not pulled towards zero
     assert tracker.grad_sq == pytest.approx(2.0) and tracker.trace_sigma == pytest.approx(50.0)
-    noise_only = A.NoiseScaleTracker(1000)
+    noise_only = N.NoiseScaleTracker(1000)
     noise_only.update(50 / 4, 50 / 16 - 1, 4, 16)  # |G|^2 estimate negative: all noise, no signal
     assert noise_only.noise_scale == math.inf
 
@@ -104,31 +106,31 @@ def test_tracker_bias_correction_and_pure_noise():
 
 
 def test_statistical_efficiency():
-    assert A.statistical_efficiency(8, 40.0, 8) == 1.0
-    assert A.statistical_efficiency(40, 40.0, 8) == pytest.approx(48 / 80)
+    assert N.statistical_efficiency(8, 40.0, 8) == 1.0
+    assert N.statistical_efficiency(40, 40.0, 8) == pytest.approx(48 / 80)
     # far below the noise scale a bigger batch loses little; far above, efficiency ~ (B + M0)/M
-    assert A.statistical_efficiency(16, 1e6, 8) == pytest.approx(1.0, abs=1e-5)
-    assert A.statistical_efficiency(4096, 40.0, 8) == pytest.approx(48 / 4136)
-    assert A.statistical_efficiency(256, math.inf, 8) == 1.0
-    e = A.statistical_efficiency(np.array([8, 16, 32, 64]), 30.0, 8)
+    assert N.statistical_efficiency(16, 1e6, 8) == pytest.approx(1.0, abs=1e-5)
+    assert N.statistical_efficiency(4096, 40.0, 8) == pytest.approx(48 / 4136)
+    assert N.statistical_efficiency(256, math.inf, 8) == 1.0
+    e = N.statistical_efficiency(np.array([8, 16, 32, 64]), 30.0, 8)
     assert np.all(np.diff(e) < 0) and e[0] == 1.0
     # the same as McCandlish: samples(M) = E_min (1 + M / B)  =>  samples(M0) / samples(M)
     b, m0, m = 30.0, 8, 64
-    assert A.statistical_efficiency(m, b, m0) == pytest.approx((1 + m0 / b) / (1 + m / b))
+    assert N.statistical_efficiency(m, b, m0) == pytest.approx((1 + m0 / b) / (1 + m / b))
 
 
 def test_adascale_gain_and_learning_rate_rules():
-    assert A.adascale_gain(8, 40.0, 8) == pytest.approx(1.0)
-    assert A.adascale_gain(64, math.inf, 8) == pytest.approx(8.0)  # all noise: linear scaling
-    assert A.adascale_gain(64, 1e-9, 8) == pytest.approx(1.0)  # no noise: a bigger batch buys nothing
-    assert A.adascale_gain(64, 40.0, 8) == pytest.approx(8 * 48 / 104)
-    assert A.lr_factor("linear", 64, 8) == 8.0
-    assert A.lr_factor("sqrt", 64, 8) == pytest.approx(math.sqrt(8))
-    assert A.lr_factor("adascale", 64, 8, 40.0) == pytest.approx(math.sqrt(8 * 48 / 104))
-    assert A.lr_factor("adascale", 64, 8) == pytest.approx(math.sqrt(8))  # no estimate yet: the sqrt rule
-    assert A.lr_factor("adascale", 8, 8, 40.0) == 1.0  # every rule leaves the base batch alone
+    assert N.adascale_gain(8, 40.0, 8) == pytest.approx(1.0)
+    assert N.adascale_gain(64, math.inf, 8) == pytest.approx(8.0)  # all noise: linear scaling
+    assert N.adascale_gain(64, 1e-9, 8) == pytest.approx(1.0)  # no noise: a bigger batch buys nothing
+    assert N.adascale_gain(64, 40.0, 8) == pytest.approx(8 * 48 / 104)
+    assert N.lr_factor("linear", 64, 8) == 8.0
+    assert N.lr_factor("sqrt", 64, 8) == pytest.approx(math.sqrt(8))
+    assert N.lr_factor("adascale", 64, 8, 40.0) == pytest.approx(math.sqrt(8 * 48 / 104))
+    assert N.lr_factor("adascale", 64, 8) == pytest.approx(math.sqrt(8))  # no estimate yet: the sqrt rule
+    assert N.lr_factor("adascale", 8, 8, 40.0) == 1.0  # every rule leaves the base batch alone
     with pytest.raises(ConfigError) as e:
-        A.lr_factor("cubic", 64, 8)
+        N.lr_factor("cubic", 64, 8)
     assert e.value.field == "lr_rule"
 
 
@@ -138,28 +140,28 @@ def test_adascale_gain_and_learning_rate_rules():
 def test_throughput_fit_and_closed_form_optimum():
     alpha, beta = 0.0015, 0.0003
     sizes = np.array([8, 16, 32, 64, 128, 256])
-    fit = A.fit_throughput(sizes, alpha + beta * sizes)
+    fit = N.fit_throughput(sizes, alpha + beta * sizes)
     assert fit.overhead_s == pytest.approx(alpha) and fit.per_sample_s == pytest.approx(beta)
     assert fit.knee == pytest.approx(5.0)
     assert fit.samples_per_s(1e9) == pytest.approx(fit.ceiling_samples_per_s, rel=1e-5)
     for noise in (10.0, 50.0, 400.0):
         grid = np.linspace(1, 2000, 200_000)
-        numeric = grid[np.argmax(fit.samples_per_s(grid) * A.statistical_efficiency(grid, noise, 8))]
-        assert A.optimal_batch_size(noise, fit) == pytest.approx(numeric, rel=1e-3)
-        assert A.optimal_batch_size(noise, fit) == pytest.approx(math.sqrt(noise * fit.knee))
+        numeric = grid[np.argmax(fit.samples_per_s(grid) * N.statistical_efficiency(grid, noise, 8))]
+        assert N.optimal_batch_size(noise, fit) == pytest.approx(numeric, rel=1e-3)
+        assert N.optimal_batch_size(noise, fit) == pytest.approx(math.sqrt(noise * fit.knee))
     # a negative fitted overhead is clipped to zero
-    clipped = A.fit_throughput([8, 16], [0.001, 0.0025])
+    clipped = N.fit_throughput([8, 16], [0.001, 0.0025])
     assert clipped.overhead_s == 0.0 and clipped.per_sample_s > 0
 
 
 def test_critical_batch_fit_recovers_mccandlish_parameters():
     e_min, b_crit = 6000.0, 60.0
     sizes = [8, 16, 32, 64, 128, 256]
-    fit = A.critical_batch_fit(sizes, [e_min * (1 + m / b_crit) for m in sizes])
+    fit = N.critical_batch_fit(sizes, [e_min * (1 + m / b_crit) for m in sizes])
     assert fit["e_min"] == pytest.approx(e_min) and fit["b_crit"] == pytest.approx(b_crit)
     assert fit["s_min"] == pytest.approx(e_min / b_crit)
-    assert A.critical_batch_fit([8], [6000]) is None
-    assert A.critical_batch_fit([8, 16], [6000, 5000]) is None  # fewer samples at a bigger batch: no positive fit
+    assert N.critical_batch_fit([8], [6000]) is None
+    assert N.critical_batch_fit([8, 16], [6000, 5000]) is None  # fewer samples at a bigger batch: no positive fit
 
 
 # --- loss curves, steps to the target -------------------------------------------------------------
@@ -205,27 +207,27 @@ def test_crossing_interpolates_and_reports_misses():
 )
 def test_config_rejects_bad_values_naming_the_field(changes, field):
     with pytest.raises(ConfigError) as e:
-        A.SweepConfig(**changes)
+        sweep_config.SweepConfig(**changes)
     assert e.value.field == field
 
 
 def test_config_sorts_and_knows_its_base():
-    cfg = A.SweepConfig(batch_sizes=(64, 8, 16), lr_rule="linear", lr=1e-3)
+    cfg = sweep_config.SweepConfig(batch_sizes=(64, 8, 16), lr_rule="linear", lr=1e-3)
     assert cfg.batch_sizes == (8, 16, 64) and cfg.base_batch == 8
     assert cfg.lr_at(64) == pytest.approx(8e-3)
-    assert 0.9 < cfg.source_entropy < A.DEFAULT_TARGET_LOSS < math.log(64)
-    assert A.SweepConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
-    assert A.parse_batch_sizes("8, 16,32") == (8, 16, 32)
+    assert 0.9 < cfg.source_entropy < sweep_config.DEFAULT_TARGET_LOSS < math.log(64)
+    assert sweep_config.SweepConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+    assert sweep_config.parse_batch_sizes("8, 16,32") == (8, 16, 32)
     for bad in ("8,x", "8", "8,9", "8,8", ""):
         with pytest.raises(ConfigError) as e:
-            A.parse_batch_sizes(bad)
+            sweep_config.parse_batch_sizes(bad)
         assert e.value.field == "batch_sizes"
 
 
 def test_the_pure_module_imports_no_torch():
     import subprocess
 
-    code = "import goodputlab.efficiency, goodputlab.efficiency.analysis, goodputlab.cli_efficiency, sys; print('torch' in sys.modules)"
+    code = "import goodputlab.efficiency, goodputlab.efficiency.analysis, goodputlab.efficiency.noise, goodputlab.cli.efficiency, sys; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -246,9 +248,9 @@ def test_analysis_measures_efficiency_goodput_and_the_best_batch():
         r = by[m]
         assert r["reached"] and r["samples_to_target"] == r["steps_to_target"] * m
         assert r["statistical_efficiency"] == pytest.approx(by[8]["samples_to_target"] / r["samples_to_target"])
-        assert r["statistical_efficiency"] == pytest.approx(A.statistical_efficiency(m, noise, 8), rel=0.02)
+        assert r["statistical_efficiency"] == pytest.approx(N.statistical_efficiency(m, noise, 8), rel=0.02)
         assert r["goodput"] == pytest.approx(r["samples_per_s"] * r["statistical_efficiency"])
-        assert r["predicted_efficiency"] == pytest.approx(A.statistical_efficiency(m, noise, 8))
+        assert r["predicted_efficiency"] == pytest.approx(N.statistical_efficiency(m, noise, 8))
         assert r["time_to_target_s"] == pytest.approx(r["samples_to_target"] / r["samples_per_s"])
     missed = by[128]
     assert not missed["reached"] and missed["stopped"] == "max_steps"

@@ -9,8 +9,9 @@ import subprocess
 import pytest
 
 from goodputlab import cli
-from goodputlab.cli_efficiency import FLAGS
-from goodputlab.efficiency.analysis import SweepConfig, SweepResult, report
+from goodputlab.cli.efficiency import FLAGS
+from goodputlab.efficiency.analysis import SweepResult, report
+from goodputlab.efficiency.sweep_config import SweepConfig
 
 from efficiency_helpers import TINY, tiny_sweep  # noqa: F401  (a session fixture)
 

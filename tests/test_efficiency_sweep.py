@@ -9,7 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from goodputlab.efficiency.analysis import SweepConfig, SweepResult, simple_noise_scale
+from goodputlab.efficiency.analysis import SweepResult
+
+from goodputlab.efficiency.noise import simple_noise_scale
+
+from goodputlab.efficiency.sweep_config import SweepConfig
 from goodputlab.efficiency.sweep import Lab, half_batch_step, run_sweep, train_to_target
 
 from efficiency_helpers import TINY, tiny_sweep  # noqa: F401  (a session fixture)

@@ -6,9 +6,9 @@ import warnings
 
 import pytest
 
-from goodputlab.api import load_run
-from goodputlab.events import EventLogError, EventLogWarning, EventTail, read_events
-from goodputlab.ledger import build_ledger
+from goodputlab.engine.api import load_run
+from goodputlab.engine.events import EventLogError, EventLogWarning, EventTail, read_events
+from goodputlab.engine.ledger import build_ledger
 
 GOOD = [
     {"t": 0.0, "attempt": 0, "step": None, "kind": "start"},

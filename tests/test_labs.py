@@ -6,8 +6,8 @@ import pytest
 
 from goodputlab import categories as C
 from goodputlab.labs import CheckResult, Scoreboard, lab01
-from goodputlab.api import RunResult
-from goodputlab.ledger import surviving_executions
+from goodputlab.engine.api import RunResult
+from goodputlab.engine.ledger import surviving_executions
 from goodputlab.experiments.interval_sweep import measure_timings
 from goodputlab.theory import optimal_ckpt_every, young_interval
 

@@ -3,7 +3,7 @@
 import pytest
 
 from goodputlab import categories as C
-from goodputlab.ledger import build_ledger, per_step, summarize, surviving_executions, surviving_samples
+from goodputlab.engine.ledger import build_ledger, per_step, summarize, surviving_executions, surviving_samples
 
 
 def ev(t, kind, attempt=0, step=None, **kw):

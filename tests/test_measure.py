@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from goodputlab import events as E
-from goodputlab.config import RunConfig
+from goodputlab.engine import events as E
+from goodputlab.engine.config import RunConfig
 from goodputlab.errors import ConfigError
 from goodputlab.experiments.interval_sweep import (
     SweepRun,
@@ -14,7 +14,7 @@ from goodputlab.experiments.interval_sweep import (
     pool_sweep,
     predict_measured,
 )
-from goodputlab.supervisor import poisson_failure_rng
+from goodputlab.engine.supervisor import poisson_failure_rng
 from goodputlab.theory import RunPrediction, RunTimings, daly_goodput, textbook_goodput
 
 

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from goodputlab.config import RunConfig
-from goodputlab.data import SlowStorageDataset, StepSampler, data_file, make_loader
+from goodputlab.engine.config import RunConfig
+from goodputlab.pipeline.loader import SlowStorageDataset, StepSampler, data_file, make_loader
 from goodputlab.errors import ConfigError
 from goodputlab.theory.data_stall import (
     batch_bytes,
@@ -20,8 +20,8 @@ from goodputlab.theory.data_stall import (
     supply_ratio,
     workers_needed,
 )
-from goodputlab.prefetch import DevicePrefetcher, device_batches
-from goodputlab.workload import PRESETS
+from goodputlab.pipeline.prefetch import DevicePrefetcher, device_batches
+from goodputlab.training.workload import PRESETS
 
 MS = 1e-3
 

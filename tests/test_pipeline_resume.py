@@ -9,9 +9,9 @@ import time
 import pytest
 
 from goodputlab import categories as C
-from goodputlab.data import read_latency_s
-from goodputlab.events import read_events
-from goodputlab.ledger import build_ledger, surviving_samples
+from goodputlab.pipeline.loader import read_latency_s
+from goodputlab.engine.events import read_events
+from goodputlab.engine.ledger import build_ledger, surviving_samples
 
 from conftest import real_run
 

@@ -6,8 +6,8 @@ import subprocess
 import pytest
 
 from goodputlab import categories as C
-from goodputlab.api import run
-from goodputlab.config import RunConfig
+from goodputlab.engine.api import run
+from goodputlab.engine.config import RunConfig
 from goodputlab.experiments.data_stall import (
     anatomy_configs,
     busy_times_s,
@@ -41,9 +41,13 @@ def test_anatomy_variants_differ_only_in_what_they_remove():
 
 def test_anatomy_separates_fetch_from_prep(anatomy):
     co, prep, full = (anatomy.loops[n] for n in ("compute_only", "prep_only", "full"))
-    # with 0 workers nothing overlaps: the storage wait (60 ms) and the transform (25 ms) add up
-    assert full.wait_per_step_s - prep.wait_per_step_s == pytest.approx(60 * MS, abs=8 * MS)
-    assert prep.wait_per_step_s - co.wait_per_step_s == pytest.approx(25 * MS, abs=4 * MS)
+    # with 0 workers nothing overlaps: the storage wait (60 ms) and the transform (25 ms) add up. The
+    # transform burns 25 ms of CPU time, which a busy machine stretches on the wall clock (37 ms beside
+    # four other jobs on 2 cores), and by a different amount in each run: each stall is at least what
+    # was injected, and the storage wait stands out from the transform's stretch
+    transform = prep.wait_per_step_s - co.wait_per_step_s
+    assert 21 * MS <= transform <= 3 * 25 * MS + 4 * MS
+    assert 52 * MS <= full.wait_per_step_s - prep.wait_per_step_s <= 60 * MS + transform + 8 * MS
     # the differences of the periods carry the same stalls plus however far the step's own time
     # moved between the runs (other processes on a shared machine move it), so only loosely
     assert 30 * MS < anatomy.fetch_stall_s < 90 * MS
@@ -58,8 +62,10 @@ def test_anatomy_reports_the_ledgers_data_wait(anatomy):
     # and the ledger's wait per step is what each variant loads in the loop (the step's noise is not in it)
     read = anatomy.loops["compute_only"].wait_per_step_s
     assert read < 3 * MS
-    assert anatomy.loops["prep_only"].wait_per_step_s == pytest.approx(25 * MS + read, abs=4 * MS)
-    assert anatomy.loops["full"].wait_per_step_s == pytest.approx(85 * MS + read, abs=8 * MS)
+    # (at least the injected stalls: the transform's CPU time stretches on a busy machine, as above)
+    prep = anatomy.loops["prep_only"].wait_per_step_s
+    assert 21 * MS + read <= prep <= 3 * 25 * MS + 4 * MS + read
+    assert 77 * MS + read <= anatomy.loops["full"].wait_per_step_s <= 60 * MS + 2 * prep + 8 * MS
     rows = {r["variant"]: r for r in anatomy.rows()}
     assert rows["compute_only"]["of_ceiling"] == 1.0 and rows["full"]["of_ceiling"] < 0.4
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from goodputlab.checkpoint import CheckpointStore
-from goodputlab.config import RunConfig
-from goodputlab.events import EventWriter, read_events
-from goodputlab.run_dir import MARKER, RESERVE
-from goodputlab.supervisor import WorkerLog, run_supervised
+from goodputlab.checkpoints.store import CheckpointStore
+from goodputlab.engine.config import RunConfig
+from goodputlab.engine.events import EventWriter, read_events
+from goodputlab.engine.run_dir import MARKER, RESERVE
+from goodputlab.engine.supervisor import WorkerLog, run_supervised
 
 from test_untrusted_checkpoints import dotted_dcp_payload
 
@@ -64,7 +64,7 @@ def worker_processes(marker: str) -> list[int]:
                 status = (p / "status").read_text()
             except OSError:
                 continue
-            if marker in cmd and "goodputlab.worker" in cmd and "State:\tZ" not in status:
+            if marker in cmd and "goodputlab.engine.worker" in cmd and "State:\tZ" not in status:
                 pids.append(int(p.name))
     return pids
 

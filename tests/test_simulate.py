@@ -6,7 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from goodputlab import cli_theory, theory
+from goodputlab import theory
+from goodputlab.cli import theory as cli_theory
 from goodputlab.categories import CATEGORIES
 from goodputlab.errors import ConfigError
 from goodputlab.theory.simulator import SimConfig, _compute_and_durable, simulate

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from goodputlab import categories as C
-from goodputlab.checkpoint import CheckpointStore, CheckpointWarning
-from goodputlab.config import RunConfig
-from goodputlab.events import read_events
-from goodputlab.memory_checkpoint import memory_root
-from goodputlab.supervisor import run_supervised
+from goodputlab.checkpoints.store import CheckpointStore, CheckpointWarning
+from goodputlab.engine.config import RunConfig
+from goodputlab.engine.events import read_events
+from goodputlab.checkpoints.ram_tier import memory_root
+from goodputlab.engine.supervisor import run_supervised
 
 from conftest import KILLS, RESUME_SETTINGS
 

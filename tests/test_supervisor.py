@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 
 from goodputlab import categories as C
-from goodputlab.checkpoint import CheckpointStore, CheckpointWarning
-from goodputlab.config import RunConfig
-from goodputlab.events import read_events
-from goodputlab.ledger import surviving_samples
-from goodputlab.supervisor import run_supervised
+from goodputlab.checkpoints.store import CheckpointStore, CheckpointWarning
+from goodputlab.engine.config import RunConfig
+from goodputlab.engine.events import read_events
+from goodputlab.engine.ledger import surviving_samples
+from goodputlab.engine.supervisor import run_supervised
 
 from conftest import KILLS, RESUME_SETTINGS, real_run
 
@@ -78,7 +78,7 @@ def test_wall_time_matches_an_outside_clock(tmp_path):
 
 
 def test_poisson_failures_are_seeded_and_real(tmp_path):
-    from goodputlab.supervisor import poisson_failure_rng
+    from goodputlab.engine.supervisor import poisson_failure_rng
 
     draws = poisson_failure_rng(0).exponential(20.0, size=3)
     # seed 0: the first two workers die within 1.5 s of launch, the third has ~20 s to finish
@@ -94,7 +94,7 @@ def test_poisson_failures_are_seeded_and_real(tmp_path):
 
 def _is_zombie_or_other(pid):
     try:
-        return "goodputlab.worker" not in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        return "goodputlab.engine.worker" not in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
     except OSError:
         return True
 
@@ -139,7 +139,7 @@ def test_damaged_newest_checkpoint_is_skipped_on_restart(tmp_path, clean_run):
 def test_resume_refuses_a_different_batch_size(tmp_path):
     out = tmp_path / "run"
     run_supervised(RunConfig(steps=20, ckpt_every=10), out)
-    from goodputlab.supervisor import WorkerCrashed
+    from goodputlab.engine.supervisor import WorkerCrashed
 
     with pytest.raises(WorkerCrashed, match="batch size"):
         run_supervised(RunConfig(steps=30, ckpt_every=10, batch_size=8), out, resume=True)

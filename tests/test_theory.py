@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from goodputlab import cli_theory, theory
+from goodputlab import theory
+from goodputlab.cli import theory as cli_theory
 from goodputlab.errors import ConfigError
 
 HOUR = 3600.0

@@ -22,19 +22,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from goodputlab.checkpoint import (
-    CheckpointStore,
-    CheckpointWarning,
-    capture_state,
-    check_training_state,
-    load_newest,
-    make_checkpointer,
-)
-from goodputlab.config import RunConfig
+from goodputlab.checkpoints.store import CheckpointStore, CheckpointWarning
+from goodputlab.checkpoints.restore import load_newest
+from goodputlab.checkpoints.state import capture_state, check_training_state
+from goodputlab.checkpoints.strategies import make_checkpointer
+from goodputlab.engine.config import RunConfig
 from goodputlab.errors import RunFileError
-from goodputlab.memory_checkpoint import MemoryTier, create_memory_tier_dir, remove_memory_tier_dir
-from goodputlab.safe_unpickle import UnsafePickleError, check_pickle_globals, TORCH_ARCHIVE_GLOBALS
-from goodputlab.worker import build_training
+from goodputlab.checkpoints.ram_tier import MemoryTier, create_memory_tier_dir, remove_memory_tier_dir
+from goodputlab.checkpoints.safe_unpickle import UnsafePickleError, check_pickle_globals, TORCH_ARCHIVE_GLOBALS
+from goodputlab.training.objects import build_training
 
 
 class RunsCode:
@@ -81,7 +77,7 @@ def state(objs, step):
 
 def saved(tmp_path, objs, strategy="sync", steps=(5, 10), tier=None, **kw):
     store = CheckpointStore(tmp_path / "ckpt", keep=5)
-    ckpt = make_checkpointer(strategy, store, lambda s, **i: None, memory_tier=tier, **kw)
+    ckpt = make_checkpointer(strategy, store, lambda s, **i: None, tier=tier, **kw)
     for s in steps:
         ckpt.save(state(objs, s), s)
     ckpt.finalize()
@@ -266,8 +262,8 @@ def tier_dir():
 def _ram_and_disk(tmp_path, objs, tier_dir):
     """Step 5 in RAM and on disk, step 10 in RAM only: a restore takes step 10 from RAM."""
     tier = MemoryTier(tier_dir)
-    store = saved(tmp_path, objs, "memory", steps=(5,), tier=tier, memory_disk_every=1)
-    ckpt = make_checkpointer("memory", store, lambda s, **i: None, memory_tier=MemoryTier(tier_dir), memory_disk_every=10)
+    store = saved(tmp_path, objs, "memory", steps=(5,), tier=tier, disk_every=1)
+    ckpt = make_checkpointer("memory", store, lambda s, **i: None, tier=MemoryTier(tier_dir), disk_every=10)
     ckpt.save(state(objs, 10), 10)
     ckpt.close()  # not finalize(): the final disk write would put step 10 on disk too
     return store, MemoryTier(tier_dir)
@@ -395,7 +391,7 @@ def test_a_checkpoint_folder_that_is_a_link_is_refused(tmp_path):
 # --- JSON files of a run: never code, and a clear error ------------------------------------------
 @pytest.mark.parametrize("name", ["summary.json", "events.jsonl"])
 def test_json_run_files_carrying_a_pickle_are_refused_by_name(tmp_path, name):
-    from goodputlab.api import load_run
+    from goodputlab.engine.api import load_run
 
     (tmp_path / "summary.json").write_text(json.dumps({"goodput": 0.5, "wall_s": 1.0, "buckets": {}, "completed": True, "config": {}}))
     (tmp_path / "events.jsonl").write_text('{"t":0,"attempt":0,"step":null,"kind":"start"}\n')

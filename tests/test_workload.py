@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from goodputlab.config import RunConfig
-from goodputlab.events import NullWriter
-from goodputlab.model import GPT, count_params, state_sha256
-from goodputlab.workload import PRESETS, MarkovSource, uniform_loss
-from goodputlab.worker import train
+from goodputlab.engine.config import RunConfig
+from goodputlab.engine.events import NullWriter
+from goodputlab.training.model import GPT, count_params, state_sha256
+from goodputlab.training.workload import PRESETS, MarkovSource, uniform_loss
+from goodputlab.engine.worker import train
 
 
 def test_source_is_seeded_and_far_from_uniform():

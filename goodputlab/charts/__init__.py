@@ -1,4 +1,4 @@
-"""Altair charts, one module per subject: runs, theory, cluster, checkpoints, pipeline, scaling.
+"""Altair charts, one module per subject: runs, theory, cluster, checkpoints, pipeline, efficiency, serving, scaling.
 
 Every chart is a plain function returning an Altair chart built from tidy rows, so a
 widget redraws it by assigning ``JupyterChart.chart``. In a notebook call
@@ -10,7 +10,7 @@ places that run no kernel. The run charts (:func:`timeline`, :func:`breakdown`,
 
 from __future__ import annotations
 
-from . import checkpoints, cluster, pipeline, runs, scaling, theory
+from . import checkpoints, cluster, efficiency, pipeline, runs, scaling, serving, theory
 from .base import CATEGORY_SCALE, save_png, setup_notebook
 from .runs import breakdown, loss_curve, timeline
 
@@ -19,11 +19,13 @@ __all__ = [
     "breakdown",
     "checkpoints",
     "cluster",
+    "efficiency",
     "loss_curve",
     "pipeline",
     "runs",
     "save_png",
     "scaling",
+    "serving",
     "setup_notebook",
     "theory",
     "timeline",

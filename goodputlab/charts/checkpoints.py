@@ -51,7 +51,7 @@ def save_anatomy(rows: Iterable[Mapping[str, Any]], width: int = 560) -> alt.Cha
 def strategy_timelines(results: Mapping[str, Any], width: int = 620) -> alt.VConcatChart:
     """The run of each strategy as a timeline (``goodputlab.charts.timeline``), stacked on one time axis.
 
-    ``results`` maps a strategy to its :class:`~goodputlab.api.RunResult`.
+    ``results`` maps a strategy to its :class:`~goodputlab.engine.api.RunResult`.
     """
     panels = []
     for name, result in results.items():

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 import altair as alt
 import numpy as np
 
-from ..efficiency.analysis import statistical_efficiency
+from ..efficiency.noise import statistical_efficiency
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..efficiency.analysis import SweepAnalysis, SweepResult

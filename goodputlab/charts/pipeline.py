@@ -10,7 +10,7 @@ from ..categories import COLORS
 from .runs import timeline
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..api import RunResult
+    from ..engine.api import RunResult
     from ..experiments.data_stall import StallAnatomy
 
 #: Colours of the parts of a step period (compute and data wait as in the ledger's charts).

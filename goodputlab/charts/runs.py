@@ -7,7 +7,7 @@ from typing import Any, Iterable, Mapping
 import altair as alt
 
 from ..categories import CATEGORIES, COLORS
-from ..ledger import Ledger, Segment
+from ..engine.ledger import Ledger, Segment
 from .base import CATEGORY_SCALE
 
 

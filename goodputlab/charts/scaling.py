@@ -12,7 +12,8 @@ from typing import Any, Iterable, Mapping
 import altair as alt
 
 from ..categories import CATEGORIES, COLORS
-from ..ledger import build_ledger
+from ..distributed.joblog import rank_events
+from ..engine.ledger import build_ledger
 from .base import CATEGORY_SCALE
 
 
@@ -22,10 +23,8 @@ def rank_rows(result, start_s: float | None = None, span_s: float | None = None)
     Each rank's own log is booked like a one-process run (its ``sync_wait`` is ``straggler_wait``);
     the job's row is the run's ledger (the ranks merged). Default window: the whole run.
     """
-    from ..experiments.scaling import rank_events
-
     world = result.summary.get("world_size", 1)
-    rows_by_track = {f"rank {r}": build_ledger(rank_events(result, r)).segments for r in range(world)}
+    rows_by_track = {f"rank {r}": build_ledger(rank_events(result.out, r)).segments for r in range(world)}
     rows_by_track["job"] = result.ledger.segments
     lo = start_s if start_s is not None else 0.0
     hi = lo + span_s if span_s is not None else result.ledger.wall_s

@@ -6,7 +6,7 @@ each failure it injects, the end). :func:`job_events` makes the job's log from t
 ``events.jsonl`` holds at the end of the run, so the ledger, the summary, the report and the
 charts read a job of many ranks as they read one process:
 
-* the ranks' logs are merged by :func:`goodputlab.merge.merge_ranks` (the job is as far as
+* the ranks' logs are merged by :func:`goodputlab.engine.merge.merge_ranks` (the job is as far as
   its slowest rank; its wait for the slowest is split out as ``sync_wait``), attempts numbered
   by ``torchrun``'s restart count;
 * the supervisor's phases go around them: ``start`` and ``spawn`` (of torchrun) before the
@@ -22,10 +22,11 @@ did the healthy ranks wait for the slowest".
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 from typing import Mapping, Sequence
 
-from .. import events as E
-from ..merge import job_attempts, merge_ranks
+from ..engine import events as E
+from ..engine.merge import job_attempts, merge_ranks
 
 RANKS_DIR = "ranks"
 RANK_LOG = "events-rank{rank}.jsonl"
@@ -86,6 +87,12 @@ def _attempt_starts(ranks: Mapping[int, Sequence[dict]]) -> dict[int, float]:
             a = attempt_of[(rank, e["attempt"])]
             starts[a] = min(starts.get(a, e["t"]), e["t"])
     return starts
+
+
+def rank_events(run_dir: Path | str, rank: int) -> list[dict]:
+    """Rank ``rank``'s own events in the run folder ``run_dir`` (empty when it has none: one process)."""
+    path = Path(run_dir) / RANKS_DIR / RANK_LOG.format(rank=rank)
+    return E.read_events(path) if path.exists() else []
 
 
 def rank_totals(events: Sequence[dict]) -> dict[str, float]:

@@ -33,6 +33,15 @@ _HOST = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 _IPV6 = re.compile(r"^[0-9A-Fa-f:.]+$")
 
 
+def endpoint_parses(text) -> bool:
+    """Does ``text`` parse as a rendezvous endpoint (:func:`parse_rdzv_endpoint`)?"""
+    try:
+        parse_rdzv_endpoint(text)
+    except ConfigError:
+        return False
+    return True
+
+
 def parse_rdzv_endpoint(text: str) -> tuple[str, int]:
     """``(host, port)`` of a rendezvous endpoint ``HOST:PORT`` (an IPv6 host in brackets).
 
@@ -82,7 +91,7 @@ class TorchrunLaunch:
               f"a whole number of machines between 1 and {MAX_NNODES}")
         if self.node_rank is not None:
             check(is_whole(self.node_rank) and 0 <= self.node_rank < self.nnodes, "node_rank", self.node_rank,
-                  f"a whole number between 0 and nnodes-1 ({self.nnodes - 1})")
+                  f"a machine number between 0 and {self.nnodes - 1} (--nnodes {self.nnodes}, numbered from 0)")
         if self.rdzv_endpoint is not None:
             parse_rdzv_endpoint(self.rdzv_endpoint)
         check(self.nnodes == 1 or self.rdzv_endpoint is not None, "rdzv_endpoint", self.rdzv_endpoint,

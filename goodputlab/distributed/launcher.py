@@ -27,7 +27,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..events import EventTail
+from ..engine.events import EventTail
 from .joblog import RANK_LOG, RANKS_DIR
 from .launch import TorchrunLaunch
 

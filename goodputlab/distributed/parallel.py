@@ -123,12 +123,12 @@ def unwrap(model: nn.Module) -> nn.Module:
 
 
 def full_state_sha256(model: nn.Module, kind: str) -> str | None:
-    """sha256 of the whole model state, as :func:`goodputlab.model.state_sha256` computes it for one process.
+    """sha256 of the whole model state, as :func:`goodputlab.training.model.state_sha256` computes it for one process.
 
     DDP: every rank holds the whole model, so every rank can hash it. FSDP: the shards are
     gathered to rank 0, which returns the hash; other ranks return ``None``.
     """
-    from ..model import state_sha256
+    from ..training.model import state_sha256
 
     if kind == DDP:
         return state_sha256(unwrap(model))

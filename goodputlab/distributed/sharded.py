@@ -20,7 +20,7 @@
 (``.tmp-step-NNNNNNNN-aA``, the same name on every rank: step and attempt). Each rank fsyncs its
 own files and hashes them; the hashes are gathered on rank 0, which checks that every rank's
 part and the metadata are there, writes the manifest and renames the folder into place
-(:meth:`~goodputlab.checkpoint.CheckpointStore.seal`). A job killed at any moment before that
+(:meth:`~goodputlab.checkpoints.store.CheckpointStore.seal`). A job killed at any moment before that
 rename leaves only the temporary folder, which no reader lists: a checkpoint is valid only
 when every rank's part and the metadata are there.
 
@@ -37,12 +37,13 @@ the chunks of the tensors that rank holds now, whatever the number of ranks that
 (2 ranks to 1, 1 to 2, DDP to FSDP). The RNG states come back when the number of ranks is the
 same; otherwise each rank's generators restart from ``(seed, rank, step)``. A one-process
 checkpoint (``torch_save`` or ``dcp`` layout) restores onto every rank, and
-:func:`load_unsharded` reads a sharded one in one process without a process group.
+:func:`~goodputlab.checkpoints.dcp_sharded_layout.load_unsharded` reads a sharded one in one process
+without a process group.
 
 Nothing read can run code: ``.metadata`` goes through
-:func:`~goodputlab.dcp_checkpoint.read_dcp_metadata` (an explicit allow-list, every read inside
+:func:`~goodputlab.checkpoints.dcp_layout.read_dcp_metadata` (an explicit allow-list, every read inside
 a listed shard file), every tensor record of the shards through the torch-archive allow-list,
-and ``skeleton.pt`` and the rank files through :func:`~goodputlab.safe_unpickle.safe_torch_load`.
+and ``skeleton.pt`` and the rank files through :func:`~goodputlab.checkpoints.safe_unpickle.safe_torch_load`.
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ from __future__ import annotations
 import hashlib
 import os
 import random
-import re
 import time
 import warnings
 from dataclasses import dataclass
@@ -60,36 +60,22 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from ..background import BackgroundWriter
-from ..checkpoint import (
-    FORMAT_VERSION,
+from ..checkpoints.background import BackgroundWriter
+from ..checkpoints.dcp_sharded_layout import FORMAT, METADATA_FILE, SHARD_FILE, SKELETON_FILE, rank_file, read_sharded_parts
+from ..checkpoints.safe_unpickle import safe_torch_load
+from ..checkpoints.snapshot import flatten, unflatten
+from ..checkpoints.state import capture_rng, check_training_state, restore_rng
+from ..checkpoints.store import (
     LAYOUT_DCP,
     LAYOUT_DCP_SHARDED,
     LAYOUT_TORCH,
     Checkpoint,
     CheckpointStore,
     CheckpointWarning,
-    capture_rng,
-    check_training_state,
-    default_max_file_bytes,
-    restore_rng,
 )
 from ..safe_io import create_new
-from ..safe_unpickle import safe_torch_load
-from ..snapshot import flatten, unflatten
-
-SKELETON_FILE = "skeleton.pt"
-METADATA_FILE = ".metadata"
-_RANK_FILE = re.compile(r"^rank-(\d{5})\.pt$")
-_SHARD_FILE = re.compile(r"^__(\d+)_(\d+)\.distcp$")
-
-# DCP warns that it assumes a single process in load_unsharded (no_dist=True): that is the intent there.
-warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
 
 
-def rank_file(rank: int) -> str:
-    """The name of rank ``rank``'s own file in a sharded checkpoint."""
-    return f"rank-{rank:05d}.pt"
 
 
 def _dcp():
@@ -201,13 +187,13 @@ class ShardedCheckpointer:
         mine = {
             rank_file(self.rank.rank): _write_torch(
                 tmp / rank_file(self.rank.rank),
-                {"format": FORMAT_VERSION, "rank": self.rank.rank, "world_size": self.rank.world_size,
+                {"format": FORMAT, "rank": self.rank.rank, "world_size": self.rank.world_size,
                  "step": step, "rng": capture_rng()},
             )
         }
         if self.rank.is_coordinator:
             common = {
-                "format": FORMAT_VERSION,
+                "format": FORMAT,
                 "step": step,
                 "world_size": self.rank.world_size,
                 "parallelism": self.parallelism,
@@ -235,7 +221,7 @@ class ShardedCheckpointer:
             upload.result()
         me = self.rank.rank
         for p in sorted(tmp.iterdir()):
-            m = _SHARD_FILE.match(p.name)
+            m = SHARD_FILE.match(p.name)
             if (m and int(m.group(1)) == me) or (self.rank.is_coordinator and p.name == METADATA_FILE):
                 mine[p.name] = _hash_file(p)
         self.last_bytes = sum(e["bytes"] for e in mine.values())
@@ -280,38 +266,6 @@ class _Plan:
     state: dict[str, Any] | None = None  # a one-process checkpoint, loaded
 
 
-def _check_common(common: Any, step: int) -> dict[str, Any]:
-    if not isinstance(common, dict) or common.get("format") != FORMAT_VERSION:
-        raise ValueError(f"{SKELETON_FILE} is not a sharded checkpoint's common state")
-    for key, kind in (("step", int), ("world_size", int), ("tensors", dict), ("scheduler", dict), ("data", dict)):
-        if not isinstance(common.get(key), kind) or isinstance(common.get(key), bool):
-            raise ValueError(f"{SKELETON_FILE} has no valid {key}")
-    if common["step"] != step or common["world_size"] < 1:
-        raise ValueError(f"{SKELETON_FILE} is of step {common['step']} and {common['world_size']} ranks")
-    if "skeleton" not in common:
-        raise ValueError(f"{SKELETON_FILE} holds no skeleton")
-    return common
-
-
-def _read_sharded_parts(store: CheckpointStore, c: Checkpoint, manifest: dict[str, Any]):
-    """The checked common state and DCP metadata of a sharded checkpoint (hashes not checked here)."""
-    from ..dcp_checkpoint import _check_shards, read_dcp_metadata
-
-    files = manifest["files"]
-    common = _check_common(safe_torch_load(store.read_listed(c.path, SKELETON_FILE, manifest), SKELETON_FILE), c.step)
-    missing = [rank_file(r) for r in range(common["world_size"]) if rank_file(r) not in files]
-    if missing:
-        raise ValueError(f"written by {common['world_size']} ranks, but {', '.join(missing[:3])} not listed")
-    shards = {n: e for n, e in files.items() if _SHARD_FILE.match(n)}  # every DCP read must fall in one of these
-    metadata = read_dcp_metadata(c.path, shards, store.max_file_bytes)
-    _check_shards(c.path, metadata, store.max_file_bytes)
-    for name, info in common["tensors"].items():
-        entry = metadata.state_dict_metadata.get(name)
-        if not isinstance(info, dict) or entry is None or list(entry.size) != info.get("shape"):
-            raise ValueError(f"{SKELETON_FILE} and {METADATA_FILE} disagree about {name}")
-    return common, metadata
-
-
 def _check(store: CheckpointStore, c: Checkpoint, rank, unwrapped_model, optimizer) -> _Plan:
     """This rank's checks of ``c``: ``ValueError`` (or ``OSError``) naming the first problem."""
     manifest = store.manifest(c.path)
@@ -319,7 +273,7 @@ def _check(store: CheckpointStore, c: Checkpoint, rank, unwrapped_model, optimiz
     if layout == LAYOUT_DCP_SHARDED:
         names = sorted(manifest["files"])
         store.verify(c.path, names=names[rank.rank :: rank.world_size])  # each rank hashes a share
-        common, metadata = _read_sharded_parts(store, c, manifest)
+        common, metadata = read_sharded_parts(c.path, c.step, manifest["files"], store.max_file_bytes)
         plan = _Plan(c, layout, manifest, common["world_size"], common=common, metadata=metadata)
         if plan.world_size == rank.world_size:
             mine = safe_torch_load(store.read_listed(c.path, rank_file(rank.rank), manifest), rank_file(rank.rank))
@@ -360,7 +314,7 @@ def restore_newest(
 
     A collective: every rank calls it. Rank 0 first removes the temporary folders that
     interrupted saves left. A checkpoint one rank finds damaged is skipped by all (reported
-    through ``on_invalid`` and a :class:`~goodputlab.checkpoint.CheckpointWarning`), and
+    through ``on_invalid`` and a :class:`~goodputlab.checkpoints.store.CheckpointWarning`), and
     so is one whose collective load fails; the live objects change only once a load has
     succeeded.
     """
@@ -403,7 +357,8 @@ def _apply(plan: _Plan, rank, model, optimizer, scheduler, seed: int) -> None:
     """Put ``plan``'s state into the live objects (after a collective load, for a sharded one)."""
     from torch.distributed.checkpoint.state_dict import set_state_dict
 
-    from ..dcp_checkpoint import _safe_reader, _tensors_only_planner
+    from ..checkpoints.dcp_layout import _safe_reader, _tensors_only_planner
+
     from .parallel import unwrap
 
     step = plan.checkpoint.step
@@ -440,55 +395,3 @@ def _apply(plan: _Plan, rank, model, optimizer, scheduler, seed: int) -> None:
         restore_rng(plan.rng if plan.rng is not None else plan.state["rng"])
     else:
         seed_rank_rng(seed, rank.rank, step)
-
-
-def load_unsharded(path: Path | str, files: dict[str, Any], max_file_bytes: int | None = None) -> dict[str, Any]:
-    """A (verified) sharded checkpoint read whole in one process, without a process group.
-
-    Returns the one-process training state (:func:`~goodputlab.checkpoint.capture_state`'s
-    keys; the optimizer keyed by parameter number again, and rank 0's RNG states), so a job
-    of many ranks resumes as one process.
-    """
-    from ..dcp_checkpoint import _safe_reader, _tensors_only_planner
-
-    path = Path(path)
-    store = CheckpointStore(path.parent, max_file_bytes=max_file_bytes or default_max_file_bytes())
-    manifest = {"files": files, "layout": LAYOUT_DCP_SHARDED}
-    c = Checkpoint(int(path.name.removeprefix("step-")), path)
-    common, metadata = _read_sharded_parts(store, c, manifest)
-    tensors = {}
-    for name, info in common["tensors"].items():
-        dtype = getattr(torch, str(info.get("dtype")), None)
-        if not isinstance(dtype, torch.dtype):
-            raise ValueError(f"{SKELETON_FILE}: unknown dtype {info.get('dtype')!r} for {name}")
-        tensors[name] = torch.empty(info["shape"], dtype=dtype)
-    _dcp().load(tensors, storage_reader=_safe_reader(path, metadata), planner=_tensors_only_planner(), no_dist=True)
-    job = unflatten(common["skeleton"], tensors)
-    rank0 = safe_torch_load(store.read_listed(path, rank_file(0), manifest), rank_file(0))
-    if not isinstance(rank0, dict) or not isinstance(rank0.get("rng"), dict):
-        raise ValueError(f"{rank_file(0)} holds no RNG state")
-    return {
-        "format": FORMAT_VERSION,
-        "step": common["step"],
-        "model": job["model"],
-        "optimizer": optimizer_by_number(job["optimizer"]),
-        "scheduler": common["scheduler"],
-        "data": common["data"],
-        "rng": rank0["rng"],
-    }
-
-
-def optimizer_by_number(osd: dict[str, Any]) -> dict[str, Any]:
-    """An optimizer state keyed by parameter name (DCP's) keyed by number again (``optimizer.state_dict()``'s).
-
-    The numbers follow the order of the parameters in the groups, as ``torch.optim`` numbers them.
-    """
-    number: dict[str, int] = {}
-    groups = []
-    for group in osd["param_groups"]:
-        ids = []
-        for name in group["params"]:
-            number.setdefault(name, len(number))
-            ids.append(number[name])
-        groups.append({**group, "params": ids})
-    return {"state": {number[n]: s for n, s in osd["state"].items()}, "param_groups": groups}

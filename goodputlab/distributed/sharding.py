@@ -1,6 +1,6 @@
 """Each rank's share of every step's batch (pure: numpy, no torch).
 
-The batch of step *s* is a pure function of ``(seed, s)`` (:class:`~goodputlab.data.StepSampler`):
+The batch of step *s* is a pure function of ``(seed, s)`` (:class:`~goodputlab.pipeline.loader.StepSampler`):
 the same global batch of ``batch_size`` sequences whatever the number of ranks. Rank
 *r* of *W* reads the *r*-th of *W* equal, contiguous slices of it. So
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..data import BatchRequest, StepSampler
+from ..pipeline.loader import BatchRequest, StepSampler
 
 
 def shard_bounds(batch_size: int, world_size: int, rank: int) -> tuple[int, int]:

@@ -1,7 +1,7 @@
 """The training worker on every rank of a distributed job, read top to bottom.
 
 ``torchrun`` starts ``python -m goodputlab.distributed.worker`` once per rank; the
-supervisor (:mod:`goodputlab.supervisor`) started ``torchrun`` and may SIGKILL any rank
+supervisor (:mod:`goodputlab.engine.supervisor`) started ``torchrun`` and may SIGKILL any rank
 at any moment, after which ``torchrun`` stops the others and starts the whole group
 again (``TORCHELASTIC_RESTART_COUNT`` is the job's attempt). Each rank:
 
@@ -29,9 +29,9 @@ import sys
 import time
 from pathlib import Path
 
-from .. import events as E
-from ..config import RunConfig
-from ..events import EventWriter
+from ..engine import events as E
+from ..engine.config import RunConfig
+from ..engine.events import EventWriter
 from .joblog import RANK_LOG, RANKS_DIR, SUPERVISOR_LOG
 
 
@@ -40,14 +40,15 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
     import torch
     import torch.distributed as dist
 
-    from ..adaptive import AutoInterval
-    from ..checkpoint import CheckpointStore
-    from ..config import AUTO
-    from ..data import SlowStorageDataset, data_file, make_loader
-    from ..model import count_params
-    from ..prefetch import DevicePrefetcher, device_batches
-    from ..worker import build_training, make_deterministic, should_save
-    from ..workload import PRESETS
+    from ..checkpoints.interval import AutoInterval
+    from ..checkpoints.store import CheckpointStore
+    from ..engine.config import AUTO
+    from ..pipeline.loader import SlowStorageDataset, data_file, make_loader
+    from ..training.model import count_params
+    from ..pipeline.prefetch import DevicePrefetcher, device_batches
+    from ..engine.worker import should_save
+    from ..training.objects import build_training, make_deterministic
+    from ..training.workload import PRESETS
     from . import parallel, ranks, sharded
     from .sharding import ShardedStepSampler
     from .straggler import Straggler

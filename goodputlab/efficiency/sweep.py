@@ -1,6 +1,6 @@
 """The real experiment behind chapter 8: train the lab's GPT at each batch size to a target loss.
 
-For every batch size of a :class:`~goodputlab.efficiency.analysis.SweepConfig`:
+For every batch size of a :class:`~goodputlab.efficiency.sweep_config.SweepConfig`:
 
 1. **throughput**: the plain training step (gather the batch, forward, backward, AdamW)
    is timed after a warm-up, in rounds that visit every batch size in turn, so a busy
@@ -30,10 +30,12 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from ..data import StepSampler
-from ..model import GPT
-from ..workload import PRESETS, MarkovSource
-from .analysis import NoiseScaleTracker, SweepConfig, SweepResult, Throughput, Trajectory
+from ..pipeline.loader import StepSampler
+from ..training.model import GPT
+from ..training.workload import PRESETS, MarkovSource
+from .analysis import SweepResult, Throughput, Trajectory
+from .noise import NoiseScaleTracker
+from .sweep_config import SweepConfig
 
 _EVAL_SEED_OFFSET = 1_000_003  # the held-out set comes from another stream of the same source
 

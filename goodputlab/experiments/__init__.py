@@ -1,6 +1,6 @@
 """Experiments: real runs set beside the theory.
 
-Each module launches real, supervised runs (:func:`goodputlab.api.run`) or reads
+Each module launches real, supervised runs (:func:`goodputlab.engine.api.run`) or reads
 what they measured, and puts a model of :mod:`goodputlab.theory` beside them:
 
 - :mod:`~goodputlab.experiments.interval_sweep`: a run's phase costs read from its

@@ -49,7 +49,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..config import CHECKPOINT_STRATEGIES as STRATEGIES  # the strategies the benchmark compares
+from ..checkpoints.registry import names as _strategy_names
+
+STRATEGIES = _strategy_names()  # every strategy the registry lists, the baseline first
 
 WARMUP_SAVES = 2
 """Saves before the timed ones: the first allocates the async buffers, the first two touch the RAM tier's two slots.
@@ -130,8 +132,8 @@ def build_training_state(model: str, device: str = "cpu", seed: int = 0):
     """
     import torch
 
-    from ..config import RunConfig
-    from ..worker import build_training, resolve_device
+    from ..engine.config import RunConfig
+    from ..training.objects import build_training, resolve_device
 
     dev = resolve_device(device)
     torch.manual_seed(seed)
@@ -141,22 +143,21 @@ def build_training_state(model: str, device: str = "cpu", seed: int = 0):
 
 
 def one_step(objs, device, tokens: int = 32) -> None:
+    """One training step (:func:`goodputlab.training.step.train_step`) on one short, fixed sequence."""
     import torch
+
+    from ..training.step import train_step
 
     model, optimizer, scheduler = objs
     g = torch.Generator().manual_seed(0)
-    x = torch.randint(0, model.preset.vocab, (1, min(tokens, model.preset.context) + 1), generator=g).to(device)
-    _, loss = model(x[:, :-1], x[:, 1:])
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    optimizer.step()
-    scheduler.step()
+    x = torch.randint(0, model.preset.vocab, (1, min(tokens, model.preset.context) + 1), generator=g)
+    train_step(model, optimizer, scheduler, {"x": x[:, :-1], "y": x[:, 1:]}, device)
     if device.type == "cuda":
         torch.cuda.synchronize()
 
 
 def training_state(objs, step: int) -> dict[str, Any]:
-    from ..checkpoint import capture_state
+    from ..checkpoints.state import capture_state
 
     return capture_state(*objs, step, {"step": step, "samples_consumed": step, "batch_size": 1})
 
@@ -167,7 +168,7 @@ def memcpy_floor_s(objs, repeats: int = 7) -> tuple[float, int, int]:
 
     The median, like the strategies' blocking time, so the ratio compares like with like.
     """
-    from ..snapshot import HostBuffers, flatten
+    from ..checkpoints.snapshot import HostBuffers, flatten
 
     _, tensors = flatten(training_state(objs, 0))
     buffers = HostBuffers(pin=True)
@@ -183,13 +184,24 @@ def memcpy_floor_s(objs, repeats: int = 7) -> tuple[float, int, int]:
 
 
 # --- one strategy ---------------------------------------------------------------------------------
-def _make(strategy: str, root: Path, on_commit, memory_dir: Path | None, memory_disk_every: int):
-    from ..checkpoint import CheckpointStore, make_checkpointer
-    from ..memory_checkpoint import MemoryTier
+def _strategy(strategy: str, memory_disk_every: int):
+    """The configuration a strategy is measured with, and its run-level resource (the RAM tier for memory)."""
+    from ..checkpoints import strategies
+    from ..engine.config import RunConfig
+
+    config = RunConfig(ckpt=strategy, memory_disk_every=memory_disk_every)
+    return config, strategies.prepare_run(config)
+
+
+def _make(config, root: Path, on_commit, resource):
+    """The store, the tier (if the strategy has one) and the checkpointer, as a worker makes them."""
+    from ..checkpoints import strategies
+    from ..checkpoints.store import CheckpointStore
 
     store = CheckpointStore(root / "ckpt", keep=2)
-    tier = MemoryTier(memory_dir) if memory_dir is not None else None
-    return store, tier, make_checkpointer(strategy, store, on_commit, memory_tier=tier, memory_disk_every=memory_disk_every)
+    tier = strategies.open_tier(config, env=resource.env)
+    ckpt = strategies.make_checkpointer(config.ckpt, store, on_commit, tier=tier, **strategies.options(config))
+    return store, tier, ckpt
 
 
 def _wait_background(ckpt) -> None:
@@ -204,11 +216,11 @@ def measure_strategy(
 ) -> dict[str, Any]:
     """Time ``saves`` saves of ``strategy`` (after :data:`WARMUP_SAVES`) and, with ``restore``, its restore;
     ``probe`` adds the background-writer probe. See the module docstring for the figures."""
-    from ..memory_checkpoint import create_memory_tier_dir, remove_memory_tier_dir
-    from ..snapshot import HostBuffers, flatten
+    from ..checkpoints.snapshot import HostBuffers, flatten
 
     root = Path(root)
-    memory_dir = create_memory_tier_dir() if strategy == "memory" else None
+    # disk_every large: memory's figures are its RAM tier; its disk tier costs what an async persist costs
+    config, resource = _strategy(strategy, memory_disk_every=10**6)
     committed: dict[int, float] = {}
     on_commit = lambda step, **info: committed.setdefault(step, time.perf_counter())  # noqa: E731 first tier wins
     # The memcpy floor is timed right before every save, into buffers of its own (allocated before
@@ -218,8 +230,7 @@ def measure_strategy(
     try:
         trim_heap()
         baseline = rss_bytes()
-        # disk_every large: memory's figures are its RAM tier; its disk tier costs what an async persist costs
-        store, tier, ckpt = _make(strategy, root, on_commit, memory_dir, memory_disk_every=10**6)
+        store, tier, ckpt = _make(config, root, on_commit, resource)
         result = {"strategy": strategy, **_time_saves(ckpt, objs, saves, committed, baseline, floor_buffers)}
         if probe and strategy != "sync":
             result.update(_probe_background(ckpt, objs, device, WARMUP_SAVES + saves + 1))
@@ -232,8 +243,7 @@ def measure_strategy(
         return result
     finally:
         floor_buffers.release()
-        if memory_dir is not None:
-            remove_memory_tier_dir(memory_dir)
+        resource.cleanup()
 
 
 def _time_saves(ckpt, objs, saves: int, committed: dict[int, float], baseline_rss: int, floor_buffers) -> dict[str, Any]:
@@ -242,7 +252,7 @@ def _time_saves(ckpt, objs, saves: int, committed: dict[int, float], baseline_rs
     The memcpy floor is timed right before every save into ``floor_buffers``: on a shared machine
     the speed of memory drifts from second to second, and a paired ratio cancels the drift.
     """
-    from ..snapshot import flatten
+    from ..checkpoints.snapshot import flatten
 
     blocking, durable, floor = [], [], []
     peak: int | None = 0
@@ -274,7 +284,8 @@ def _time_saves(ckpt, objs, saves: int, committed: dict[int, float], baseline_rs
 
 def _restore_times(strategy: str, store, tier, objs, device) -> dict[str, float]:
     """The fastest of three restores with the files cached and, from disk, of two after evicting them."""
-    from ..checkpoint import apply_state, load_newest
+    from ..checkpoints.restore import load_newest
+    from ..checkpoints.state import apply_state
 
     def restore_once() -> float:
         t = time.perf_counter()
@@ -337,11 +348,9 @@ def leak_check(strategy: str, objs, root: Path, saves: int = 100) -> dict[str, A
 
     "Start" is after the first 5 saves (buffers allocated, allocator warm), "end" after the last.
     """
-    from ..memory_checkpoint import create_memory_tier_dir, remove_memory_tier_dir
-
-    memory_dir = create_memory_tier_dir() if strategy == "memory" else None
+    config, resource = _strategy(strategy, memory_disk_every=4)
     try:
-        store, tier, ckpt = _make(strategy, Path(root), lambda step, **i: None, memory_dir, memory_disk_every=4)
+        store, tier, ckpt = _make(config, Path(root), lambda step, **i: None, resource)
         warm = min(5, saves)
         for step in range(1, warm + 1):
             ckpt.save(training_state(objs, step), step)
@@ -359,8 +368,7 @@ def leak_check(strategy: str, objs, root: Path, saves: int = 100) -> dict[str, A
         shm = tier.slot_bytes() if tier is not None else 0
         return {"strategy": strategy, "saves": saves, "start": start, "end": end, "seconds": seconds, "ram_tier_bytes": shm}
     finally:
-        if memory_dir is not None:
-            remove_memory_tier_dir(memory_dir)
+        resource.cleanup()
 
 
 # --- child process entry point ------------------------------------------------------------------

@@ -5,7 +5,7 @@ wait and busy time per step); :func:`calibrate` turns a compute-only run (and on
 with ample workers) into the constants of the stall model
 (:class:`goodputlab.theory.data_stall.Calibration`), and :func:`predict_stall_for`
 applies the model (:func:`goodputlab.theory.data_stall.predict_stall`) to a
-:class:`~goodputlab.config.RunConfig`.
+:class:`~goodputlab.engine.config.RunConfig`.
 
 **Anatomy.** :func:`stall_anatomy` runs three real, supervised variants of one
 configuration, as DS-Analyzer does (Mohan et al., "Analyzing and Mitigating Data
@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from .. import categories as C
-from ..config import RunConfig
+from ..engine.config import RunConfig
 from ..errors import check
 from ..theory.data_stall import Calibration, StallPrediction, predict_stall
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..api import RunResult
+    from ..engine.api import RunResult
 
 
 def predict_stall_for(
@@ -38,7 +38,7 @@ def predict_stall_for(
     cores: int | None = None,
     step_times_s: Sequence[float] | np.ndarray | None = None,
 ) -> StallPrediction:
-    """:func:`~goodputlab.theory.data_stall.predict_stall` for a :class:`~goodputlab.config.RunConfig` (without failures).
+    """:func:`~goodputlab.theory.data_stall.predict_stall` for a :class:`~goodputlab.engine.config.RunConfig` (without failures).
 
     The step's busy time is ``calibration.step_s``, or each step's own when
     ``step_times_s`` is given (see :func:`busy_times_s`).
@@ -260,7 +260,7 @@ def stall_anatomy(
     the ledger books from the real worker's events; each costs a worker start-up
     (about 2 s here) on top of its steps.
     """
-    from ..api import run
+    from ..engine.api import run
 
     if config is None:
         config = RunConfig(**settings)

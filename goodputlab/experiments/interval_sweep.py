@@ -28,11 +28,11 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any, Callable, Iterable
 
-from .. import events as E
+from ..engine import events as E
 from .. import validate
-from ..config import RunConfig
+from ..engine.config import RunConfig
 from ..errors import ConfigError
-from ..ledger import build_ledger
+from ..engine.ledger import build_ledger
 from ..theory.lab_model import RunPrediction, RunTimings, predict_run, replay_run, textbook_goodput
 
 # How far after its drawn time a kill may land: the supervisor sets the
@@ -118,7 +118,7 @@ def _launch_by_attempt(events: list[dict], draws: list[float], mean_launch_s: fl
 def failure_draws(events: Iterable[dict], config: RunConfig) -> list[float]:
     """The failure times the supervisor drew for this run, one per attempt, in seconds from launch.
 
-    Regenerated from the run's seed (:func:`goodputlab.supervisor.poisson_failure_rng`)
+    Regenerated from the run's seed (:func:`goodputlab.engine.supervisor.poisson_failure_rng`)
     and checked against the log: every kill must land just after its attempt's
     draw. Each draw is shifted by the mean lag measured on the kills (the
     supervisor starts the clock just after the launch and polls), so the
@@ -127,7 +127,7 @@ def failure_draws(events: Iterable[dict], config: RunConfig) -> list[float]:
     finish). Raises :class:`~goodputlab.errors.ConfigError` for a run without
     random failures or whose kills do not match its seed.
     """
-    from ..supervisor import poisson_failure_rng
+    from ..engine.supervisor import poisson_failure_rng
 
     if config.mtbf <= 0:
         raise ConfigError("mtbf", config.mtbf, "a run with random failures (mtbf > 0)")
@@ -159,7 +159,7 @@ def failure_draws(events: Iterable[dict], config: RunConfig) -> list[float]:
 def predict_measured(events: Iterable[dict], config: RunConfig | dict[str, Any], replay: bool = False) -> RunPrediction:
     """The lab model's prediction for a measured run, fed with that run's own phase costs.
 
-    ``config`` is the run's :class:`~goodputlab.config.RunConfig` (or its dict,
+    ``config`` is the run's :class:`~goodputlab.engine.config.RunConfig` (or its dict,
     as in ``summary["config"]``). By default the expectation over failure
     times (:func:`goodputlab.theory.predict_run`); with ``replay`` the model
     walked through the failure times this run drew (:func:`failure_draws`,
@@ -227,14 +227,14 @@ def run_sweep(
     """Run a real experiment for every (checkpoint interval, seed) and predict each one.
 
     ``intervals`` are in steps; ``mtbf`` in seconds (> 0); ``fixed`` holds any
-    other :class:`~goodputlab.config.RunConfig` fields (``threads=1`` keeps
+    other :class:`~goodputlab.engine.config.RunConfig` fields (``threads=1`` keeps
     step times steady on a shared CPU). The same seed gives every interval the
     same failure draws (common random numbers), so differences between
     intervals are not differences in luck. Each run's files go to a
     temporary directory under ``out_root`` (a fresh one by default) and are
     removed once measured. ``on_run`` is called after each run (progress).
     """
-    from ..api import run
+    from ..engine.api import run
 
     intervals, seeds = list(intervals), list(seeds)
     if not intervals:

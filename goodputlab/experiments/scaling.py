@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .. import categories as C
-from .. import events as E
-from ..config import RunConfig
+from ..distributed import joblog
+from ..engine import events as E
+from ..engine.config import RunConfig
 from ..theory import scaling
 from ..theory.sim_config import SimConfig, SimResult
 from ..theory.simulator import simulate
 
-RANKS_DIR = "ranks"  # where a distributed run keeps each rank's own log (goodputlab.distributed.joblog)
 
 
 def run_ranks(config: RunConfig, out_root: Path | str | None = None, ranks: Iterable[int] = (1, 2),
@@ -36,7 +36,7 @@ def run_ranks(config: RunConfig, out_root: Path | str | None = None, ranks: Iter
     count trains on the same global batch of every step, so the runs do the same work (a
     straggler is kept only where there are ranks to hold back).
     """
-    from ..api import run
+    from ..engine.api import run
 
     results = {}
     for n in ranks:
@@ -50,8 +50,7 @@ def run_ranks(config: RunConfig, out_root: Path | str | None = None, ranks: Iter
 
 def rank_events(result, rank: int) -> list[dict]:
     """Rank ``rank``'s own events in a distributed run (empty for a one-process run)."""
-    path = Path(result.out) / RANKS_DIR / f"events-rank{rank}.jsonl"
-    return E.read_events(path) if path.exists() else []
+    return joblog.rank_events(result.out, rank)
 
 
 def _phase_durations(events: list[dict], kind: str) -> list[tuple[dict, float]]:

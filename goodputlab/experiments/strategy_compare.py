@@ -21,27 +21,29 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable
 
-from .. import events as E
-from ..config import CHECKPOINT_STRATEGIES, RunConfig
+from ..engine import events as E
+from ..checkpoints import registry
+from ..engine.config import RunConfig
 from ..theory.closed_forms import daly_goodput, daly_interval
 
 
 def run_strategies(
     config: RunConfig,
     out_root: Path | str,
-    strategies: Iterable[str] = CHECKPOINT_STRATEGIES,
+    strategies: Iterable[str] | None = None,
     progress: Any = False,
 ) -> dict[str, Any]:
     """Run ``config`` once per strategy (only ``ckpt`` changes); returns ``{strategy: RunResult}``.
 
     Each run writes to ``out_root/<strategy>``. With deterministic failures
     (``kill_at_steps``) every run is killed at the same steps, so the
-    timelines differ only by what the strategy costs.
+    timelines differ only by what the strategy costs. ``strategies``: every one the registry lists by default.
     """
-    from ..api import run
+    from ..engine.api import run
 
     out_root = Path(out_root)
-    return {s: run(config.replace(ckpt=s), out=out_root / s, progress=progress) for s in strategies}
+    names = registry.names() if strategies is None else strategies
+    return {s: run(config.replace(ckpt=s), out=out_root / s, progress=progress) for s in names}
 
 
 def save_cost_s(result) -> float:

@@ -11,13 +11,13 @@ import math
 from typing import TYPE_CHECKING, Iterable
 
 from .. import categories as C
-from ..ledger import surviving_executions
+from ..engine.ledger import surviving_executions
 from ..theory.closed_forms import young_interval
 from ..theory.lab_model import RunTimings, optimal_ckpt_every, predict_run_goodput
 from .checks import CheckResult, unanswered
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..api import RunResult
+    from ..engine.api import RunResult
 
 
 def check_data_wait(answer_s: float | None, result: RunResult) -> CheckResult:

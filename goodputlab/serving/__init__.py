@@ -19,14 +19,30 @@ What lives here, from pure to launching:
   mode (:mod:`~goodputlab.serving.worker`, ``python -m goodputlab.serving.worker``), the KV
   hand-over between them, one rate measured, the goodput search.
 
-Importing this package costs no torch; the torch modules load when a server starts.
+Importing this package costs no torch; the torch modules load when a server starts, and the
+launcher (:class:`ServingCluster`) on first use.
 """
 
 from __future__ import annotations
 
+import importlib
+
+from .analysis import interference
+from .config import ServerConfig
 from .search import GoodputSearch, search_goodput
 from .slo import SLO, RateMeasurement, RequestRecord, attainment, measure_records, percentile
 from .workload import MIXES, SERVING_PRESETS, LengthClass, LengthMix, Request, Workload, parse_mix, poisson_workload
+
+_LAZY = {"ServingCluster": "cluster", "ServerError": "cluster", "cluster": None}
+
+
+def __getattr__(name: str):
+    # the launcher loads on first use (it starts worker processes; the package itself stays light)
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(".cluster", __name__)
+    return module if _LAZY[name] is None else getattr(module, name)
+
 
 __all__ = [
     "MIXES",
@@ -38,10 +54,14 @@ __all__ = [
     "RateMeasurement",
     "Request",
     "RequestRecord",
+    "ServerConfig",
+    "ServerError",
+    "ServingCluster",
     "Workload",
     "attainment",
     "measure_records",
     "parse_mix",
+    "interference",
     "percentile",
     "poisson_workload",
     "search_goodput",

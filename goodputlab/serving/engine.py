@@ -32,8 +32,8 @@ from typing import Any, Callable
 
 import torch
 
-from ..model import GPT
-from ..workload import ModelPreset
+from ..training.model import GPT
+from ..training.workload import ModelPreset
 from . import kv
 
 Clock = Callable[[], float]

@@ -1,6 +1,6 @@
 """The lab's GPT served with a KV cache: prefill, batched decode, and the full-recompute reference.
 
-The model is :class:`goodputlab.model.GPT`, unchanged; these functions run its layers in a
+The model is :class:`goodputlab.training.model.GPT`, unchanged; these functions run its layers in a
 different order. Training recomputes attention over the whole sequence at every position;
 generation keeps each layer's keys and values (the *KV cache*) so a new token costs one
 position's work:
@@ -24,8 +24,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..model import GPT
-from ..workload import ModelPreset
+from ..training.model import GPT
+from ..training.workload import ModelPreset
 
 
 def build_model(preset: ModelPreset, seed: int = 0) -> GPT:

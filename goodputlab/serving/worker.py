@@ -21,16 +21,7 @@ import time
 import traceback
 from multiprocessing.connection import Connection
 
-
-def die_with_parent(parent_pid: int) -> None:
-    """On Linux, have the kernel SIGKILL this process when its parent dies (no orphans)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)
+from ..procs import die_with_parent
 
 
 def map_transfer(fd: int, shape: tuple[int, ...]):
@@ -48,7 +39,7 @@ def serve(role: str, name: str, conn: Connection, peer: Connection | None, trans
     import torch
 
     from . import engine as E
-    from .cluster import WORKERS
+    from .config import WORKERS
     from .kv import build_model, cache_shape
 
     torch.set_num_threads(config.threads)
@@ -94,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it stops us
     die_with_parent(args.parent)
-    from .cluster import ServerConfig
+    from .config import ServerConfig
 
     conn = Connection(args.conn_fd)
     peer = Connection(args.peer_fd) if args.peer_fd is not None else None

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..errors import ConfigError, check
-from ..workload import PRESETS, ModelPreset
+from ..training.workload import PRESETS, ModelPreset
 
-#: Model sizes the server runs: the lab's GPT (``goodputlab.model.GPT``) with a 256-token
+#: Model sizes the server runs: the lab's GPT (``goodputlab.training.model.GPT``) with a 256-token
 #: position table (prompt plus output must fit) and no dropout. ``serve`` is a size between
 #: ``small`` and ``medium`` whose prefill of 100 tokens takes about 25 ms on one CPU core and a
 #: decode step about 4-8 ms: slow enough that a 2-core machine saturates at tens of requests

@@ -87,7 +87,7 @@ def read_latency_s(mean_s: float, cv: float, seed: int, step: int) -> float:
     Log-normal with mean ``mean_s`` seconds and coefficient of variation ``cv``,
     drawn from a generator seeded by ``(seed, step)``: the same step always waits
     the same time, in any process, so a model can replay a run's exact draws.
-    The input pipeline's storage (:class:`goodputlab.data.SlowStorageDataset`)
+    The input pipeline's storage (:class:`goodputlab.pipeline.loader.SlowStorageDataset`)
     sleeps exactly this long.
     """
     if mean_s <= 0:
@@ -257,7 +257,7 @@ def simulate_waits(
 def emulated_latencies(load_s: float, jitter: float, seed: int, steps: int, start_step: int = 0) -> np.ndarray:
     """The storage latencies (seconds) the emulated storage draws for ``steps`` batches from ``start_step``.
 
-    Exactly :meth:`goodputlab.data.SlowStorageDataset.read_latency`'s draws (:func:`read_latency_s`).
+    Exactly :meth:`goodputlab.pipeline.loader.SlowStorageDataset.read_latency`'s draws (:func:`read_latency_s`).
     """
     validate.seconds("load_s", load_s)
     validate.number("jitter", jitter, 0, allowed="a coefficient of variation >= 0")

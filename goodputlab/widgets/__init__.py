@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from .checkpoints import CheckpointPanel  # chapter 4
 from .common import RunControls, big_number, chart_widget, set_big_number
+from .efficiency import EfficiencyPanel  # chapter 8
 from .pipeline import DepthCalculator, PipelinePanel  # chapter 5
 from .run_panel import RunPanel  # chapter 1
 from .scaling import ScalingPanel  # chapter 7
+from .serving import ServingPanel  # chapter 9
 from .theory import CheckpointCalculator, ClusterPanel, IntervalPanel  # chapters 2 and 3
 
 __all__ = [
@@ -23,11 +25,13 @@ __all__ = [
     "CheckpointPanel",
     "ClusterPanel",
     "DepthCalculator",
+    "EfficiencyPanel",
     "IntervalPanel",
     "PipelinePanel",
     "RunControls",
     "RunPanel",
     "ScalingPanel",
+    "ServingPanel",
     "big_number",
     "chart_widget",
     "set_big_number",

@@ -12,10 +12,11 @@ import altair as alt
 import ipywidgets as W
 
 from ..experiments import strategy_compare as sc
-from ..api import RunResult
+from ..engine.api import RunResult
 from ..charts.checkpoints import goodput_vs_interval
-from ..config import CHECKPOINT_STRATEGIES, RunConfig
-from ..workload import PRESETS
+from ..checkpoints import registry
+from ..engine.config import RunConfig
+from ..training.workload import PRESETS
 from .common import RunControls, big_number, chart_widget, set_big_number
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=620, height=60)
@@ -52,7 +53,7 @@ class CheckpointPanel:
         self.result: RunResult | None = None
         style = {"description_width": "150px"}
         layout = W.Layout(width="420px")
-        self.strategy = W.ToggleButtons(options=list(CHECKPOINT_STRATEGIES), value="sync", description="strategy", style=style)
+        self.strategy = W.ToggleButtons(options=list(registry.names()), value=registry.BASELINE, description="strategy", style=style)
         self.model = W.Dropdown(
             options=[(f"{m} ({PRESETS[m].state_bytes / 1e6:.0f} MB state)", m) for m in models],
             value=models[0], description="state size", style=style, layout=layout,
@@ -99,7 +100,7 @@ class CheckpointPanel:
             self.status.value = f"measuring a save of each strategy for {model}..."
             objs, device = stall.build_training_state(model)
             costs = {}
-            for s in CHECKPOINT_STRATEGIES:
+            for s in registry.names():
                 root = Path(tempfile.mkdtemp(prefix=f"measure-{s}-", dir=self.out_root))
                 costs[s] = stall.measure_strategy(s, objs, device, root, saves=1, probe=False, restore=False)["blocking_s"]
             self.save_costs[model] = costs

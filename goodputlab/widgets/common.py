@@ -39,7 +39,7 @@ class RunControls:
         self.widget = W.HBox([self.button, self.progress, self.status])
 
     def on_progress(self, p) -> None:
-        """Follow a run (a :class:`goodputlab.supervisor.Progress`): the bar falls back after a failure."""
+        """Follow a run (a :class:`goodputlab.engine.supervisor.Progress`): the bar falls back after a failure."""
         self.progress.value = p.steps_done
         self.status.value = f"attempt {p.attempt}, failures {p.failures}: {p.phase}"
 
@@ -49,7 +49,7 @@ class RunControls:
         A bad combination of controls is reported in the status line, not raised:
         it comes from a reader moving sliders, not from a bug.
         """
-        from ..api import run
+        from ..engine.api import run
 
         try:
             config = make_config()

@@ -17,10 +17,11 @@ import altair as alt
 import ipywidgets as W
 
 from ..charts.efficiency import factors_chart
-from ..efficiency.analysis import LR_RULES, SweepAnalysis, SweepResult
+from ..efficiency.analysis import SweepAnalysis, SweepResult
+from ..efficiency.noise import LR_RULES
 from ..errors import ConfigError
-from ..workload import PRESETS, uniform_loss
-from . import big_number, chart_widget, set_big_number
+from ..training.workload import PRESETS, uniform_loss
+from .common import big_number, chart_widget, set_big_number
 
 _STYLE = {"description_width": "150px"}
 _LAYOUT = W.Layout(width="420px")

@@ -12,9 +12,9 @@ import ipywidgets as W
 
 from ..experiments.data_stall import loop_stats, predict_stall_for
 from ..theory import data_stall as P
-from ..api import RunResult
+from ..engine.api import RunResult
 from ..charts.pipeline import depth_curve, model_vs_measured, zoomed_timeline
-from ..config import RunConfig
+from ..engine.config import RunConfig
 from ..errors import ConfigError
 from .common import RunControls, big_number, chart_widget, set_big_number
 

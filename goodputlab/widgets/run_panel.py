@@ -12,8 +12,8 @@ import altair as alt
 import ipywidgets as W
 
 from .. import charts
-from ..api import RunResult
-from ..config import RunConfig
+from ..engine.api import RunResult
+from ..engine.config import RunConfig
 from .common import RunControls, big_number, chart_widget, set_big_number
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=680, height=60)

@@ -10,7 +10,7 @@ import ipywidgets as W
 from ..charts.serving import attainment_vs_rate, rate_rows, request_scatter, worker_timeline
 from ..errors import ConfigError
 from ..serving import MIXES, SLO, RateMeasurement
-from . import big_number, chart_widget, set_big_number
+from .common import big_number, chart_widget, set_big_number
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=320, height=60)
 _STYLE = {"description_width": "150px"}

@@ -1,0 +1,445 @@
+"""The RAM tier of the memory strategy: two slots in ``/dev/shm`` that outlive the worker.
+
+In-memory checkpointing systems keep the latest state in host memory that
+outlives the training process (another process, a peer's RAM, a node-local
+daemon), so recovering from a process crash needs no storage read, and write
+to slow storage only now and then, for failures that take the memory too.
+
+Here the RAM tier is a directory on ``/dev/shm`` (tmpfs: files in RAM) that the
+*supervisor* creates before the first worker starts and deletes when the run
+ends; the worker finds it through the ``GOODPUTLAB_MEMORY_TIER`` environment
+variable. A SIGKILL of the worker does not touch it, so the next worker restores
+from RAM. It holds two *slots*, each one full state:
+
+* ``slot-<i>.data``: every tensor's bytes back to back (64-byte aligned),
+  memory-mapped by the worker and reused by every save;
+* ``slot-<i>.meta``: ``torch.save`` of the tensor-free skeleton, the tensor
+  index (name, offset, dtype, shape) and the CRC-32 of every 4 MiB chunk of the data;
+* ``current.json``: which slot holds the newest *complete* snapshot, with the
+  sha256 of its meta file. Replaced atomically (write, then ``os.replace``).
+
+A save copies the state into the slot that is *not* current (the blocking part:
+one memcpy, or a device-to-host copy); the background writer then checksums
+it, writes its meta file and points ``current.json`` at it. A kill at any moment
+leaves ``current.json`` naming a complete, checksummed slot. The strategy that
+saves into it, with a disk copy every k-th save, is
+:mod:`goodputlab.checkpoints.strategies.memory`.
+
+Ownership: the supervisor holds an exclusive ``flock`` on the tier's ``owner.lock``
+for as long as it lives. A new run sweeps away only tiers whose lock it can take:
+their owner is gone, however it died. Liveness is never judged by process id,
+which means nothing across PID namespaces (containers).
+
+Safety: every file of the tier is read only as a regular file of a sane size
+(never through a link), and the meta file passes the torch-archive allow-list
+(:mod:`goodputlab.checkpoints.safe_unpickle`) before ``torch.load(weights_only=True)``.
+
+Integrity: restore checks the meta file's sha256 and the data's CRC-32s (fast:
+several GB/s, and they detect accidental damage such as a stray write or a
+flipped bit; the disk tier's sha256 is the slower, stronger check). The checksums
+are computed by a helper thread while the tensors are copied out, so verifying
+costs little beyond the copy. A missing or damaged RAM
+snapshot is reported as ``ckpt_invalid`` with ``tier="memory"`` and restore
+falls back to the newest valid disk checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import mmap
+import os
+import shutil
+import tempfile
+import time
+import uuid
+import warnings
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from ..safe_io import UnsafeFileError, default_max_file_bytes, hold_new_lock, open_regular, read_regular, try_lock_existing, write_atomic
+from .safe_unpickle import safe_torch_load
+from .store import Checkpoint
+
+MEMORY_TIER_ENV = "GOODPUTLAB_MEMORY_TIER"
+_PREFIX = "goodputlab-mem-"
+_ALIGN = 64  # bytes; keeps every tensor's offset aligned for any dtype and for vectorised copies
+CRC_CHUNK_BYTES = 4 << 20  # the slot's bytes are checksummed in chunks of this size (see MemoryTier.load)
+CURRENT = "current.json"
+OWNER_LOCK = "owner.lock"  # flock-ed by the supervisor that owns the tier, for as long as it lives
+_CURRENT_MAX_BYTES = 64 << 10
+_META_MAX_BYTES = 256 << 20
+_owned_locks: dict[str, int] = {}  # tier path -> descriptor holding its owner lock (this process's tiers)
+
+
+# --- the directory's lifetime (owned by the supervisor) --------------------------------------
+def memory_root() -> Path:
+    """Where RAM tiers live: ``/dev/shm`` when it exists (tmpfs), else the temporary directory."""
+    shm = Path("/dev/shm")
+    return shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+
+
+def create_memory_tier_dir(root: Path | None = None) -> Path:
+    """A fresh, empty RAM-tier directory, owned (locked) by this process until :func:`remove_memory_tier_dir`.
+
+    Stale tiers (whose owner's lock is free) are swept first.
+    """
+    root = root or memory_root()
+    sweep_stale_memory_tiers(root)
+    path = root / f"{_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    path.mkdir(mode=0o700)
+    try:
+        _owned_locks[str(path)] = hold_new_lock(path, OWNER_LOCK)
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    return path
+
+
+def remove_memory_tier_dir(path: Path | str) -> None:
+    """Delete a RAM tier and everything in it (its memory returns to the system), then drop its lock."""
+    shutil.rmtree(path, ignore_errors=True)
+    fd = _owned_locks.pop(str(path), None)
+    if fd is not None:
+        os.close(fd)
+
+
+def sweep_stale_memory_tiers(root: Path | None = None) -> list[Path]:
+    """Remove RAM tiers whose owner is gone: those whose ``owner.lock`` nobody holds.
+
+    A tier whose lock is held belongs to a live supervisor, whatever its process id
+    (another PID namespace may reuse it or hide it), and stays. A tier without a lock
+    file is left alone too: it is being created, or nothing proves its owner dead.
+    """
+    root = root or memory_root()
+    removed = []
+    for p in root.glob(f"{_PREFIX}*"):
+        if str(p) in _owned_locks or p.is_symlink() or not p.is_dir():
+            continue
+        fd = try_lock_existing(p / OWNER_LOCK)
+        if fd is None:
+            continue
+        try:
+            shutil.rmtree(p, ignore_errors=True)  # while holding the dead owner's lock
+        finally:
+            os.close(fd)
+        removed.append(p)
+    return removed
+
+
+# --- the two slots -----------------------------------------------------------------------------
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _check_meta(meta: Any, slot: int, max_bytes: int) -> int:
+    """Refuse a slot meta file that does not describe tensors inside its data file; returns the data's size."""
+    import torch
+
+    where = f"slot-{slot}.meta"
+    if not isinstance(meta, dict) or not {"step", "skeleton", "index", "data_bytes", "chunk_crc32"} <= set(meta):
+        raise ValueError(f"{where} holds no snapshot description")
+    nbytes = meta["data_bytes"]
+    if not _is_count(nbytes) or nbytes > max_bytes or not _is_count(meta["step"]):
+        raise ValueError(f"{where} gives a data size of {nbytes!r}")
+    crcs = meta["chunk_crc32"]
+    if not isinstance(crcs, list) or len(crcs) != (nbytes + CRC_CHUNK_BYTES - 1) // CRC_CHUNK_BYTES:
+        raise ValueError(f"{where} lists {len(crcs) if isinstance(crcs, list) else crcs!r} checksums for {nbytes} bytes")
+    if not isinstance(meta["index"], list):
+        raise ValueError(f"{where} has no tensor index")
+    for e in meta["index"]:
+        if not isinstance(e, dict) or not isinstance(e.get("name"), str) or not isinstance(e.get("dtype"), str):
+            raise ValueError(f"{where} has a malformed tensor entry")
+        dtype = getattr(torch, e["dtype"], None)
+        shape = e.get("shape")
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"unknown dtype {e['dtype']!r}")
+        if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
+            raise ValueError(f"{where} gives {e['name']} no valid shape")
+        off, size = e.get("offset"), e.get("nbytes")
+        if not (_is_count(off) and _is_count(size)) or size != math.prod(shape) * dtype.itemsize or off + size > nbytes:
+            raise ValueError(f"{where} places {e['name']} outside the data")
+    return nbytes
+
+
+def _aligned(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+def _layout(tensors) -> tuple[list[dict[str, Any]], int]:
+    """Offsets of every tensor in a slot: ``([{"name", "offset", "nbytes", "dtype", "shape", "device"}], total_bytes)``.
+
+    ``device`` is the type of the device the tensor lived on (``cuda``, ``cpu``): a
+    restore puts it back there straight from the slot (:meth:`MemoryTier.load`).
+    """
+    index, offset = [], 0
+    for name, t in tensors.items():
+        nbytes = t.numel() * t.element_size()
+        index.append(
+            {
+                "name": name,
+                "offset": offset,
+                "nbytes": nbytes,
+                "dtype": str(t.dtype).removeprefix("torch."),
+                "shape": list(t.shape),
+                "device": t.device.type,
+            }
+        )
+        offset += _aligned(nbytes)
+    return index, offset
+
+
+def _chunk_crcs(buf, nbytes: int, first: int = 0, last: int | None = None) -> list[int]:
+    """CRC-32 of each :data:`CRC_CHUNK_BYTES` chunk of ``buf[:nbytes]``, chunks ``first`` to ``last - 1``."""
+    n_chunks = (nbytes + CRC_CHUNK_BYTES - 1) // CRC_CHUNK_BYTES
+    last = n_chunks if last is None else last
+    with memoryview(buf) as mv:
+        return [
+            zlib.crc32(mv[i * CRC_CHUNK_BYTES : min(nbytes, (i + 1) * CRC_CHUNK_BYTES)])  # releases the GIL
+            for i in range(first, last)
+        ]
+
+
+class _MappedSlot:
+    """One slot's data file, memory-mapped read-write, with a tensor view per state tensor."""
+
+    def __init__(self, path: Path, index: list[dict[str, Any]], nbytes: int):
+        import torch
+
+        self.index, self.nbytes = index, nbytes
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            if os.fstat(fd).st_size != max(nbytes, 1):
+                os.ftruncate(fd, max(nbytes, 1))
+            self.mm = mmap.mmap(fd, max(nbytes, 1), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)  # the mapping keeps the memory; no descriptor stays open per slot
+        self.views = {}
+        for e in index:
+            dtype = getattr(torch, e["dtype"])
+            count = e["nbytes"] // dtype.itemsize
+            if count == 0:
+                self.views[e["name"]] = torch.empty(e["shape"], dtype=dtype)
+            else:
+                self.views[e["name"]] = torch.frombuffer(self.mm, dtype=dtype, count=count, offset=e["offset"]).view(e["shape"])
+
+    def matches(self, tensors) -> bool:
+        return len(tensors) == len(self.views) and all(
+            name in self.views and self.views[name].shape == t.shape and self.views[name].dtype == t.dtype
+            for name, t in tensors.items()
+        )
+
+    def close(self) -> None:
+        self.views.clear()  # the views export the mapping's buffer; drop them before closing it
+        self.mm.close()
+
+
+def _copy_out_verified(mm: mmap.mmap, meta: dict, nbytes: int, target, slot: int) -> dict[str, Any]:
+    """Every tensor of a slot copied out of its mapping (to ``target`` when it was saved from a device of
+    that type, else to the CPU), each chunk's CRC-32 checked; ``ValueError`` on the first mismatch.
+
+    A helper thread checksums the chunks already copied, which are still in the CPU cache:
+    verification overlaps the copy instead of adding a second pass over the memory. Nothing is
+    returned unless every chunk matches.
+    """
+    import torch
+
+    expected = meta["chunk_crc32"]
+    tensors = {}
+    checks, view = [], None
+    try:
+        with ThreadPoolExecutor(max_workers=1) as helper:
+            submitted = 0
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "buffer is not writable": we only read, then copy
+                for e in meta["index"]:
+                    dtype = getattr(torch, e["dtype"], None)
+                    if not isinstance(dtype, torch.dtype):
+                        raise ValueError(f"unknown dtype {e['dtype']!r}")
+                    count = e["nbytes"] // dtype.itemsize
+                    where = target if e.get("device", "cpu") == target.type else torch.device("cpu")
+                    if count == 0:
+                        tensors[e["name"]] = torch.empty(e["shape"], dtype=dtype, device=where)
+                        continue
+                    view = torch.frombuffer(mm, dtype=dtype, count=count, offset=e["offset"])
+                    tensors[e["name"]] = view.view(e["shape"]).to(where, copy=True)
+                    del view
+                    done = (e["offset"] + e["nbytes"]) // CRC_CHUNK_BYTES  # chunks wholly copied so far
+                    if done > submitted:
+                        checks.append((submitted, helper.submit(_chunk_crcs, mm, nbytes, submitted, done)))
+                        submitted = done
+                checks.append((submitted, helper.submit(_chunk_crcs, mm, nbytes, submitted)))
+                for first, future in checks:
+                    for i, crc in enumerate(future.result(), start=first):
+                        if crc != expected[i]:
+                            raise ValueError(f"slot-{slot}.data CRC-32 mismatch in bytes {i * CRC_CHUNK_BYTES}+")
+    finally:
+        checks.clear()
+        view = None  # noqa: F841 a view left by an error would keep the mapping exported (its close would fail)
+    return tensors
+
+
+class MemoryTier:
+    """Two slots of training state in a RAM directory, the newest complete one named by ``current.json``.
+
+    Writers call :meth:`copy_in` (blocking: copy into the free slot) and then
+    :meth:`publish` (checksum, meta file, switch ``current.json``). Readers
+    call :meth:`load`. One writer at a time (the training worker).
+    """
+
+    def __init__(self, root: Path | str, max_file_bytes: int | None = None):
+        self.root = Path(root)
+        if self.root.is_symlink() or not self.root.is_dir():
+            raise FileNotFoundError(f"RAM tier {self.root} does not exist (the supervisor creates it)")
+        self.max_file_bytes = max_file_bytes if max_file_bytes is not None else default_max_file_bytes()
+        self._slots: dict[int, _MappedSlot] = {}
+
+    # --- reading --------------------------------------------------------------------------
+    def current(self) -> dict[str, Any] | None:
+        """The parsed ``current.json`` (slot, step, ...) or ``None`` when no snapshot was published.
+
+        A damaged one reads as ``{"slot": None, "step": -1, "damaged": why}``.
+        """
+        try:
+            cur = json.loads(read_regular(self.root / CURRENT, _CURRENT_MAX_BYTES).decode("utf-8"))
+        except FileNotFoundError:
+            return None
+        except UnsafeFileError as e:
+            return {"slot": None, "step": -1, "damaged": f"current.json refused: {e}"}
+        except (OSError, ValueError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            return {"slot": None, "step": -1, "damaged": "current.json unreadable"}
+        if not isinstance(cur, dict) or cur.get("slot") not in (0, 1) or not _is_count(cur.get("step")):
+            return {"slot": None, "step": -1, "damaged": "current.json names no slot and step"}
+        return cur
+
+    def has_snapshot(self) -> bool:
+        return os.path.lexists(self.root / CURRENT)
+
+    def checkpoint(self) -> Checkpoint | None:
+        """The newest RAM snapshot as a :class:`Checkpoint` (``tier="memory"``), unverified."""
+        cur = self.current()
+        if cur is None:
+            return None
+        return Checkpoint(cur["step"], self.root / f"slot-{cur['slot']}", tier="memory")
+
+    def load(self, device=None) -> tuple[Checkpoint, dict[str, Any]] | None:
+        """Verify and load the newest snapshot; ``None`` if there is none.
+
+        Each tensor is copied out of the slot once: to ``device`` when it was saved
+        from a device of that type (a GPU run's weights and optimizer moments go
+        straight back to device memory, with no host copy in between), else to the
+        CPU. Raises ``ValueError`` naming the damage (meta file checksum, data size
+        or CRC-32, unknown dtype). The tensors are private copies: nothing the
+        training does later writes into the RAM tier.
+        """
+        import torch
+
+        from .snapshot import unflatten
+
+        cur = self.current()
+        if cur is None:
+            return None
+        if cur.get("damaged"):
+            raise ValueError(cur["damaged"])
+        slot = cur.get("slot")
+        if slot not in (0, 1):
+            raise ValueError(f"current.json names slot {slot!r}")
+        meta = self._read_meta(slot, cur.get("meta_sha256"))
+        nbytes = _check_meta(meta, slot, self.max_file_bytes)
+        mm = self._map_data(slot, nbytes)
+        target = torch.device(device) if device is not None else torch.device("cpu")
+        try:
+            tensors = _copy_out_verified(mm, meta, nbytes, target, slot)
+        finally:
+            mm.close()
+        ckpt = Checkpoint(int(meta["step"]), self.root / f"slot-{slot}", tier="memory")
+        return ckpt, unflatten(meta["skeleton"], tensors)
+
+    def _read_meta(self, slot: int, sha256: str | None) -> Any:
+        """A slot's meta file, checked against the sha256 ``current.json`` gives, loaded through the allow-list."""
+        try:
+            meta_bytes = read_regular(self.root / f"slot-{slot}.meta", min(_META_MAX_BYTES, self.max_file_bytes))
+        except FileNotFoundError:
+            raise ValueError(f"slot-{slot}.meta missing") from None
+        except UnsafeFileError as e:
+            raise ValueError(str(e)) from None
+        if hashlib.sha256(meta_bytes).hexdigest() != sha256:
+            raise ValueError(f"slot-{slot}.meta sha256 mismatch")
+        return safe_torch_load(meta_bytes, f"slot-{slot}.meta")
+
+    def _map_data(self, slot: int, nbytes: int) -> mmap.mmap:
+        """A read-only mapping of a slot's data file (a regular file of at least ``nbytes``)."""
+        try:
+            fd, size = open_regular(self.root / f"slot-{slot}.data", self.max_file_bytes)
+        except FileNotFoundError:
+            raise ValueError(f"slot-{slot}.data missing") from None
+        except UnsafeFileError as e:
+            raise ValueError(str(e)) from None
+        try:
+            if size < nbytes:
+                raise ValueError(f"slot-{slot}.data has {size} bytes, needs {nbytes}")
+            return mmap.mmap(fd, max(nbytes, 1), mmap.MAP_SHARED, mmap.PROT_READ)
+        finally:
+            os.close(fd)
+
+    # --- writing --------------------------------------------------------------------------
+    def free_slot(self) -> int:
+        """The slot that does not hold the current snapshot (the one a save may overwrite)."""
+        cur = self.current()
+        return 1 if cur is not None and cur.get("slot") == 0 else 0
+
+    def copy_in(self, slot: int, tensors) -> dict:
+        """Copy ``tensors`` into ``slot`` (the blocking part of a save); returns the slot's views of them."""
+        import torch
+
+        mapped = self._slots.get(slot)
+        if mapped is None or not mapped.matches(tensors):
+            if mapped is not None:
+                mapped.close()
+            index, nbytes = _layout(tensors)
+            mapped = self._slots[slot] = _MappedSlot(self.root / f"slot-{slot}.data", index, nbytes)
+        with torch.no_grad():
+            for name, t in tensors.items():
+                mapped.views[name].copy_(t.detach())
+        return dict(mapped.views)
+
+    def publish(self, slot: int, step: int, skeleton: Any, **extra: Any) -> None:
+        """Checksum ``slot``, write its meta file and make it the current snapshot (atomic switch)."""
+        import torch
+
+        mapped = self._slots[slot]
+        meta = {
+            "step": step,
+            "skeleton": skeleton,
+            "index": mapped.index,
+            "data_bytes": mapped.nbytes,
+            "chunk_crc32": _chunk_crcs(mapped.mm, mapped.nbytes),
+        }
+        buf = io.BytesIO()
+        torch.save(meta, buf)
+        meta_bytes = buf.getvalue()
+        # tmpfs lives in RAM: atomic renames, nothing to fsync; never written through a planted link
+        write_atomic(self.root / f"slot-{slot}.meta", meta_bytes, fsync=False, mode=0o600)
+        current = {
+            "slot": slot,
+            "step": step,
+            "meta_sha256": hashlib.sha256(meta_bytes).hexdigest(),
+            "data_bytes": mapped.nbytes,
+            "published_unix": time.time(),
+            **extra,
+        }
+        write_atomic(self.root / CURRENT, json.dumps(current).encode(), fsync=False, mode=0o600)
+
+    def slot_bytes(self) -> int:
+        """Bytes of RAM the slot files take (both slots)."""
+        return sum(p.stat().st_size for p in self.root.glob("slot-*.data"))
+
+    def close(self) -> None:
+        """Unmap the slots (the files stay: they belong to the supervisor)."""
+        for mapped in self._slots.values():
+            mapped.close()
+        self._slots.clear()

@@ -1,0 +1,77 @@
+"""What every command shares: one-line usage errors, exit codes, reading a flag's text.
+
+Every flag that takes a value is read as text and converted by the command, not by
+argparse, so a value that is not even of the right kind gets the same one line as
+one out of range: ``goodputlab run: error: --steps 'many' is invalid; allowed: a
+whole number of steps >= 1`` (quoted when it could not be read at all).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from ..errors import ConfigError
+from ..validate import Rule
+
+EXIT_OK, EXIT_CRASH, EXIT_USAGE, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+_KINDS = {"int": "a whole number", "float": "a number"}
+_BAD_TYPE = re.compile(r"^argument (?P<flag>[^:]+): invalid (?P<kind>\w+) value: (?P<text>'.*')$")
+_NOT_VALID = re.compile(r"^argument (?P<flag>[^:]+): (?P<text>'.*') is not valid: (?P<allowed>.*)$")
+_BAD_CHOICE = re.compile(r"^argument (?P<flag>[^:]+): invalid choice: (?P<text>'.*') \(choose from (?P<choices>.*)\)$")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (no usage dump) and exit code 2, and a value argparse
+    itself could not read (a flag with ``type=float``, ``choices``) gets the same line as every
+    other bad value: ``--rate 'fast' is invalid; allowed: a number``."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_style(message)}\n")
+
+
+def one_style(message: str) -> str:
+    """argparse's own message for a value it could not read, in the commands' style; others unchanged."""
+    m = _BAD_TYPE.match(message)
+    if m and m["kind"] in _KINDS:
+        return f"{m['flag']} {m['text']} is invalid; allowed: {_KINDS[m['kind']]}"
+    m = _NOT_VALID.match(message)
+    if m:
+        return f"{m['flag']} {m['text']} is invalid; allowed: {m['allowed']}"
+    m = _BAD_CHOICE.match(message)
+    if m:
+        return f"{m['flag']} {m['text']} is invalid; allowed: one of {m['choices'].replace(chr(39), '')}"
+    return message
+
+
+class UnreadableValue(ConfigError):
+    """A flag's text is not even of the kind its field takes (``--steps many``): shown quoted."""
+
+
+def read(field: str, text: str | None, rule: Rule):
+    """The value ``text`` stands for under ``rule`` (``None`` stays ``None``); :class:`UnreadableValue` if none."""
+    if text is None:
+        return None
+    try:
+        return rule.parse(text)
+    except ValueError:
+        raise UnreadableValue(field, text, rule.allowed) from None
+
+
+def as_typed(argv: list[str], flag: str, error: ConfigError) -> str:
+    """The value of ``flag`` as the user typed it (``" 0"``, not the parsed ``0.0``), with its leading
+    space; quoted when it could not be read; ``""`` for a switch; ``" (not given)"`` for a setting the
+    flag never named."""
+    if isinstance(error.value, bool):
+        return ""
+    typed = None
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            typed = argv[i + 1]
+        elif arg.startswith(flag + "="):
+            typed = arg[len(flag) + 1 :]
+    if typed is not None:
+        return " " + (repr(typed) if isinstance(error, UnreadableValue) or typed == "" else typed)
+    return " (not given)" if error.value is None else f" {error.value!s}"

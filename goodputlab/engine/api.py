@@ -1,0 +1,211 @@
+"""The Python API the notebooks use: ``goodputlab.run(...)`` and its result."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Callable
+
+from .config import RunConfig
+from ..errors import RunFileError
+from .events import read_events
+from .ledger import Ledger, build_ledger, per_step
+from .report import breakdown_table
+from ..safe_io import UnsafeFileError, read_regular
+from .supervisor import Progress, run_supervised
+
+SUMMARY_MAX_BYTES = 64 << 20
+
+
+@dataclass
+class RunResult:
+    """A finished run: its summary, raw events and ledger, with charts of them."""
+
+    out: Path
+    summary: dict[str, Any]
+    events: list[dict] = field(repr=False)
+
+    @cached_property
+    def ledger(self) -> Ledger:
+        return build_ledger(self.events)
+
+    @property
+    def goodput(self) -> float:
+        return self.summary["goodput"]
+
+    @property
+    def buckets(self) -> dict[str, float]:
+        return self.summary["buckets"]
+
+    @property
+    def config(self) -> RunConfig:
+        """The lab run's settings (a job recorded with gl.Recorder has none: see ``summary["config"]``)."""
+        if self.summary["config"].get("source") == "recorder":
+            raise AttributeError("a job recorded with gl.Recorder has no RunConfig; its facts are in summary['config']")
+        return RunConfig.from_dict(self.summary["config"])
+
+    def per_step(self) -> list[dict[str, Any]]:
+        """One row per step execution (data wait, compute, loss, survived)."""
+        return per_step(self.events)
+
+    def table(self) -> str:
+        """The breakdown as text (what the CLI prints)."""
+        return breakdown_table(self.summary)
+
+    def timeline_chart(self, **kwargs):
+        from .. import charts
+
+        return charts.timeline(self.ledger, **kwargs)
+
+    def breakdown_chart(self, **kwargs):
+        from .. import charts
+
+        return charts.breakdown(self.summary, **kwargs)
+
+    def loss_chart(self, **kwargs):
+        from .. import charts
+
+        return charts.loss_curve(self.per_step(), **kwargs)
+
+    def _repr_markdown_(self) -> str:
+        return "```\n" + self.table() + "\n```"
+
+
+def default_out_dir() -> Path:
+    """A fresh directory for a run's files under the system's temporary directory."""
+    root = Path(tempfile.gettempdir()) / "goodputlab-runs"
+    root.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=time.strftime("run-%Y%m%d-%H%M%S-"), dir=root))
+
+
+def run(
+    config: RunConfig | None = None,
+    *,
+    out: str | Path | None = None,
+    progress: bool | Callable[[Progress], None] = True,
+    resume: bool = False,
+    **settings: Any,
+) -> RunResult:
+    """Run a real experiment and return its :class:`RunResult`.
+
+    Pass a :class:`RunConfig`, or its fields as keywords (``steps=400,
+    ckpt_every=50, mtbf=4, ...``; the same names as the CLI's flags). ``out`` is
+    the directory for the run's files (a fresh temporary one by default; an existing
+    one must be empty or hold an earlier goodputlab run, or ``overwrite=True`` must
+    be set, see :mod:`goodputlab.engine.run_dir`). ``resume``: continue the run in ``out``
+    from its newest valid checkpoint.
+    ``progress`` is ``True`` for a progress bar (a widget in Jupyter), ``False``
+    for none, or a callable that receives :class:`~goodputlab.engine.supervisor.Progress`.
+    Raises :class:`~goodputlab.errors.ConfigError` for a bad setting, before anything starts.
+    """
+    if config is None:
+        config = RunConfig(**settings)
+    elif settings:
+        config = config.replace(**settings)
+    if out is None:
+        out = default_out_dir()
+    bar = None
+    callback: Callable[[Progress], None] | None
+    if progress is True:
+        bar = _ProgressBar(config.steps)  # drawn on the first update: a refused run shows no bar
+        callback = bar.update
+    elif progress is False or progress is None:
+        callback = None
+    else:
+        callback = progress
+    try:
+        summary = run_supervised(config, out, progress=callback, resume=resume)
+    finally:
+        if bar is not None:
+            bar.close()
+    out = Path(out).expanduser().resolve()
+    return RunResult(out, summary, read_events(out / "events.jsonl"))
+
+
+_SUMMARY_FIELDS = {
+    "goodput": ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
+    "wall_s": ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
+    "buckets": (
+        "an object of seconds per category",
+        lambda v: isinstance(v, dict) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v.values()),
+    ),
+    "completed": ("true or false", lambda v: isinstance(v, bool)),
+    "config": ("an object", lambda v: isinstance(v, dict)),
+}
+
+
+def read_summary(path: str | Path) -> dict[str, Any]:
+    """A run's ``summary.json``; raises :class:`~goodputlab.errors.RunFileError` naming the file and
+    the problem (not a regular file, not UTF-8, not a JSON object, a field missing or of the wrong type)."""
+    path = Path(path)
+    try:
+        raw = read_regular(path, SUMMARY_MAX_BYTES)
+    except FileNotFoundError:
+        raise RunFileError(f"{path}: missing (the run never finished writing its results)") from None
+    except UnsafeFileError as e:
+        raise RunFileError(f"{path}: {e}") from None
+    try:
+        summary = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise RunFileError(f"{path}: not valid UTF-8 (byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise RunFileError(f"{path}: not JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    if not isinstance(summary, dict):
+        raise RunFileError(f"{path}: a JSON {type(summary).__name__}, not an object")
+    for name, (what, ok) in _SUMMARY_FIELDS.items():
+        if name not in summary:
+            raise RunFileError(f"{path}: no {name!r} field")
+        if not ok(summary[name]):
+            raise RunFileError(f"{path}: {name!r} is {summary[name]!r}, not {what}")
+    return summary
+
+
+def load_run(out: str | Path) -> RunResult:
+    """Open the results of a run from its directory: a lab run's, or a :class:`~goodputlab.Recorder`'s.
+
+    A recorder's folder (or a lab run that never wrote ``summary.json``) is summarised
+    from its event logs, every rank's merged. Raises
+    :class:`~goodputlab.recorder.NotARunDirectory` (a ``FileNotFoundError``) when
+    ``out`` holds no run, and :class:`~goodputlab.errors.RunFileError` (a ``ValueError``)
+    naming the file, and for ``events.jsonl`` the line, when a file is not what a run writes.
+    """
+    out = Path(out)
+    if not (out / "summary.json").is_file():
+        from .ledger import summarize
+        from .recording import read_recording
+
+        events, config = read_recording(out)
+        return RunResult(out, summarize(events, config), events)
+    return RunResult(out, read_summary(out / "summary.json"), read_events(out / "events.jsonl"))
+
+
+class _ProgressBar:
+    """A tqdm bar over steps; it moves back when a failure rolls steps back."""
+
+    min_interval_s = 0.2  # redraw at most this often (a log file would get a line per redraw)
+
+    def __init__(self, steps: int):
+        self.steps = steps
+        self.bar = None  # created on the first update
+        self._last_draw = 0.0
+        self._last_phase = ""
+
+    def update(self, p: Progress) -> None:
+        if self.bar is None:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=self.steps, unit="step", desc="training", leave=True)
+        self.bar.n = p.steps_done
+        self.bar.set_postfix_str(f"attempt {p.attempt}, failures {p.failures}, {p.phase}", refresh=False)
+        now = time.monotonic()
+        if p.phase != self._last_phase or now - self._last_draw >= self.min_interval_s:
+            self.bar.refresh()
+            self._last_draw, self._last_phase = now, p.phase
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

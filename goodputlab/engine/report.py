@@ -1,0 +1,37 @@
+"""Plain-text reports of a run: the breakdown table the CLI prints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..categories import CATEGORIES, STRAGGLER_WAIT
+
+_BAR = 30  # characters for a 100% bar
+
+
+def breakdown_table(summary: dict[str, Any]) -> str:
+    """A readable table of where the wall time went, with a bar per category."""
+    wall = summary["wall_s"]
+    lines = [
+        f"goodput {summary['goodput']:.1%}   wall {wall:.2f} s   failures {summary['failures']}   "
+        f"checkpoints {summary['checkpoints']}   steps {summary['steps_completed']}/{summary['config']['steps']}"
+        f" (executed {summary['steps_executed']})",
+        "",
+        f"{'category':<20}{'seconds':>10}{'share':>9}",
+    ]
+    for cat in CATEGORIES:
+        sec = summary["buckets"].get(cat, 0.0)
+        if cat == STRAGGLER_WAIT and sec == 0 and summary.get("world_size", 1) <= 1:
+            continue  # one process has nobody to wait for
+        share = sec / wall if wall > 0 else 0.0
+        lines.append(f"{cat:<20}{sec:>10.3f}{share:>9.1%}  {'#' * round(share * _BAR)}")
+    total = sum(summary["buckets"].values())
+    lines.append(f"{'total':<20}{total:>10.3f}{(total / wall if wall else 0):>9.1%}")
+    if summary.get("initial_loss") is not None and summary.get("final_loss") is not None:
+        lines.append("")
+        lines.append(f"loss {summary['initial_loss']:.3f} -> {summary['final_loss']:.3f}")
+    if summary.get("final_state_sha256"):
+        lines.append(f"final_state_sha256 {summary['final_state_sha256']}")
+    if not summary.get("completed", True):
+        lines.append(f"NOT COMPLETED: {summary.get('stop_reason')}")
+    return "\n".join(lines)

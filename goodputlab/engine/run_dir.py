@@ -1,0 +1,180 @@
+"""The run folder (``--out``): which folders a run may use, the lock that makes it one run's, and cleanup.
+
+A run writes ``config.json``, ``events.jsonl``, ``summary.json``, ``ckpt/`` and
+``logs/`` (and, with several ranks, ``ranks/``) (and keeps the generated data in ``data/``). Rules, so that a run
+never deletes what it did not create:
+
+* a new or empty folder is used as it is;
+* a folder of an earlier goodputlab run (it holds :data:`MARKER`, or, from
+  before the marker existed, a ``config.json`` and an ``events.jsonl``) is reused:
+  that run's own files are replaced, anything else in it is left alone;
+* any other non-empty folder is refused, unless ``overwrite`` is set: then the
+  run's own names listed above are replaced there (and nothing else is touched);
+* a folder another live run holds is refused: every run holds an exclusive
+  ``flock`` on :data:`MARKER` for as long as it lives (the kernel releases it
+  when the process dies, however it dies).
+
+Inside the folder nothing is written through a link (:mod:`goodputlab.safe_io`):
+a link planted at one of the run's names is removed, never its target.
+
+A full disk must not cost the summary: :meth:`RunDir.reserve` sets
+:data:`RESERVE_BYTES` aside in :data:`RESERVE`, and the end of the run frees it
+before writing the last events, the worker's log and ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import time
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..safe_io import FileLock, LockHeld, UnsafeFileError, is_link, open_regular, remove_entry, reserve_space
+
+MARKER = ".goodputlab-run"  # marks a run folder; flock-ed by the run using it
+RESERVE = ".goodputlab-reserve"  # disk space set aside for the end of the run
+RESERVE_BYTES = 1 << 20  # the last events, the worker's log tail and summary.json: a few kB
+RUN_ARTIFACTS = ("ckpt", "logs", "ranks", "events.jsonl", "summary.json", "config.json", RESERVE)
+_DATA_TEMPORARY = re.compile(r"^tokens-.*\.tmp\d+$")  # goodputlab.pipeline.loader.data_file's temporary names
+
+
+def _is_earlier_run(path: Path) -> bool:
+    """A run folder from before :data:`MARKER` existed: its ``config.json`` is a valid run
+    configuration and its ``events.jsonl`` starts with the supervisor's ``start`` event.
+    (Files that merely have those names are the user's, not a run's.)"""
+    from .config import RunConfig
+    from .events import SUP_START, parse_event
+    from ..safe_io import read_regular
+
+    try:
+        RunConfig.from_dict(json.loads(read_regular(path / "config.json", 1 << 20)))
+        fd, _ = open_regular(path / "events.jsonl", 1 << 62)
+        with os.fdopen(fd, "rb") as f:
+            first = f.readline(1 << 16)
+        return parse_event(first.rstrip(b"\n"))["kind"] == SUP_START
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+def folder_kind(path: Path) -> str:
+    """``"empty"``, ``"run"`` (a goodputlab run folder) or ``"other"`` (holds something else)."""
+    entries = list(path.iterdir())
+    if not entries:
+        return "empty"
+    if os.path.lexists(path / MARKER) or _is_earlier_run(path):
+        return "run"
+    return "other"
+
+
+class RunDir:
+    """A run folder claimed by this process (see :func:`claim_run_dir`); :meth:`release` gives it up."""
+
+    def __init__(self, path: Path, lock: FileLock):
+        self.path = path
+        self._lock = lock
+
+    def prepare(self, keep_checkpoints: bool = False) -> None:
+        """Remove the files of an earlier run (``ckpt/`` too unless ``keep_checkpoints``).
+
+        Links at those names are unlinked, never followed; ``data/`` is kept (a pure
+        function of the seed) unless it is a link.
+        """
+        for name in RUN_ARTIFACTS:
+            if keep_checkpoints and name == "ckpt":
+                continue
+            remove_entry(self.path / name)
+        if is_link(self.path / "data"):
+            remove_entry(self.path / "data")
+
+    def reserve(self) -> None:
+        """Set :data:`RESERVE_BYTES` of disk aside for the end of the run. ``OSError`` when the disk is full."""
+        reserve_space(self.path / RESERVE, RESERVE_BYTES)
+
+    def release_reserve(self) -> None:
+        """Free the space set aside (before writing the end of the run)."""
+        try:
+            os.unlink(self.path / RESERVE)
+        except FileNotFoundError:
+            pass
+
+    def remove_temporaries(self) -> list[str]:
+        """Delete what interrupted writes left (``ckpt/.tmp-*``, ``ckpt/.trash-*``, half-written data
+        files and summaries). Only when no worker is alive. Returns the names removed."""
+        removed = []
+        ckpt = self.path / "ckpt"
+        if ckpt.is_dir() and not ckpt.is_symlink():
+            for p in ckpt.iterdir():
+                if p.name.startswith((".tmp-", ".trash-")):
+                    remove_entry(p)
+                    removed.append(f"ckpt/{p.name}")
+        data = self.path / "data"
+        if data.is_dir() and not data.is_symlink():
+            for p in data.iterdir():
+                if _DATA_TEMPORARY.match(p.name):
+                    remove_entry(p)
+                    removed.append(f"data/{p.name}")
+        for p in self.path.iterdir():
+            if p.name.startswith((".summary.json.", ".config.json.")) and p.name.endswith(".tmp"):
+                remove_entry(p)
+                removed.append(p.name)
+        return removed
+
+    def release(self) -> None:
+        """Give the folder up (drop the lock); the marker stays and marks it as a run folder."""
+        self._lock.release()
+
+
+def claim_run_dir(out: str | Path, overwrite: bool = False, resume: bool = False) -> RunDir:
+    """Check ``out`` against the rules above, create it if needed and lock it for this run.
+
+    Raises :class:`~goodputlab.errors.ConfigError` (field ``out``) for an empty path, a
+    folder that cannot be created or written, a non-empty folder that is not a goodputlab
+    run (without ``overwrite``), a folder another run is using, and, with ``resume``, a
+    folder that holds no run or whose ``ckpt`` is a link.
+    """
+    shown = str(out)
+    if isinstance(out, str) and out.strip() == "":
+        raise ConfigError("out", repr(out), "a folder path (an empty one would mean the current folder)")
+    path = Path(out).expanduser()
+    if resume and not path.is_dir():
+        raise ConfigError("out", shown, "with --resume, the folder of an earlier goodputlab run")
+    if os.path.lexists(path) and not path.is_dir():
+        raise ConfigError("out", shown, "a folder (this is a file)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if not path.is_dir():
+            raise NotADirectoryError(20, "not a directory")
+        path = path.resolve()
+        kind = folder_kind(path)
+    except OSError as e:
+        raise ConfigError("out", shown, f"a folder that can be created and written ({e.strerror or e})") from None
+    if resume:
+        if kind != "run":
+            raise ConfigError("out", shown, "with --resume, the folder of an earlier goodputlab run")
+        if is_link(path / "ckpt"):
+            raise ConfigError("out", shown, "with --resume, a run folder whose ckpt is a folder, not a symbolic link")
+    elif kind == "other" and not overwrite:
+        raise ConfigError(
+            "out",
+            shown,
+            "a new or empty folder, or the folder of an earlier goodputlab run; this one holds other files "
+            "(--overwrite replaces goodputlab's own files there: ckpt/, logs/, config.json, events.jsonl, summary.json)",
+        )
+    try:
+        lock = FileLock(path / MARKER)
+    except LockHeld as e:
+        pid = e.owner.get("pid", "?")
+        raise ConfigError("out", shown, f"a folder no other run is using (goodputlab pid {pid} is running in it)") from None
+    except (UnsafeFileError, OSError) as e:
+        why = str(e) if isinstance(e, UnsafeFileError) else (e.strerror or str(e))
+        raise ConfigError("out", shown, f"a folder that can be created and written ({why})") from None
+    try:
+        lock.write_owner(pid=os.getpid(), host=socket.gethostname(), started_unix=time.time())
+    except OSError as e:
+        lock.release()
+        raise ConfigError("out", shown, f"a folder that can be created and written ({e.strerror or e})") from None
+    return RunDir(path, lock)
+
