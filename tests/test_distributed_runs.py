@@ -187,3 +187,17 @@ def test_sigterm_stops_torchrun_and_every_rank(tmp_path):
     assert summary["stop_reason"] == "interrupted by SIGTERM" and not summary["completed"]
     pids = _rank_pids(tmp_path)
     assert len(pids) == 2 and not any(_alive(p) for p in pids) and not _processes_naming(tmp_path)
+
+
+def test_the_command_line_runs_two_ranks_and_reports_them(cli, cli_env, tmp_path):
+    import subprocess
+
+    out = tmp_path / "cli"
+    r = subprocess.run([*cli, "run", "--nproc", "2", "--steps", "12", "--ckpt-every", "6", "--threads", "1",
+                        "--restart-delay", "0", "--quiet", "--json", "--out", str(out)],
+                       capture_output=True, text=True, env=cli_env, timeout=RUN_LIMIT_S)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["world_size"] == 2 and s["launcher"] == "torchrun" and s["parallelism"] == "ddp" and closes(s)
+    rep = subprocess.run([*cli, "report", str(out)], capture_output=True, text=True, env=cli_env, timeout=60)
+    assert rep.returncode == 0 and "straggler_wait" in rep.stdout and "waiting in the gradient all-reduce" in rep.stdout

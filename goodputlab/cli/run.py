@@ -35,6 +35,8 @@ examples:
       a slow input pipeline: 20 ms per batch, 2 loader workers 4 batches ahead
   goodputlab run --ckpt memory --memory-disk-every 4 --ckpt-every auto --mtbf 6 --out runs/r4
       a RAM tier with every 4th save on disk, the interval from Daly's formula
+  goodputlab run --nproc 2 --mtbf 30 --straggler-rank 1 --straggler-prob 0.5 --out runs/r5
+      2 ranks under torchrun: a failure kills one rank, rank 1 straggles on half its steps
   goodputlab run --resume --out runs/r1
       continue a stopped run from its newest valid checkpoint
 """
