@@ -165,28 +165,26 @@ def one_rank_restores_then_saves(rank_id: int, world: int, port: int, out: str) 
 
 
 def two_ranks_restore_one_ranks_checkpoint(rank_id: int, world: int, port: int, out: str) -> None:
-    """2 ranks restore the 1 rank's step-5 checkpoint; then, with a shard of it damaged, fall back to step 4."""
+    """2 ranks restore a one-process checkpoint (torch_save, step 6), then, as each newest one is damaged,
+    the 1 rank's sharded step 5 and the 2 ranks' step 4."""
     from goodputlab.distributed import ranks, sharded
 
     out = Path(out)
     rank = join(rank_id, world, port)
     ddp, optimizer, scheduler, clock = build(rank)
-    first = sharded.restore_newest(store(out), rank, ddp, optimizer, scheduler, seed=SEED)
-    five = digest(ddp, optimizer, scheduler)
-    if rank.is_coordinator:
-        shard = out / "ckpt" / "step-00000005" / "__0_0.distcp"
-        data = bytearray(shard.read_bytes())
-        data[len(data) // 2] ^= 0xFF
-        shard.write_bytes(bytes(data))
-    rank.agree(True)
-    skipped = []
-    with warnings.catch_warnings(record=True):
-        warnings.simplefilter("always")
-        second = sharded.restore_newest(store(out), rank, ddp, optimizer, scheduler, seed=SEED,
-                                        on_invalid=lambda c, why: skipped.append([c.step, why]))
-    dump(out, f"session-c-rank{rank.rank}.json", {
-        "first": {"step": first.step, "written_by": first.world_size, "rng": first.rng}, "five": five,
-        "second": {"step": second.step, "written_by": second.world_size, "rng": second.rng},
-        "four": digest(ddp, optimizer, scheduler), "skipped": skipped,
-    })
+    found, skipped = [], []
+    for damage in (None, "step-00000006/state.pt", "step-00000005/__0_0.distcp"):
+        if damage is not None and rank.is_coordinator:
+            f = out / "ckpt" / damage
+            data = bytearray(f.read_bytes())
+            data[len(data) // 2] ^= 0xFF
+            f.write_bytes(bytes(data))
+        rank.agree(True)
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            r = sharded.restore_newest(store(out), rank, ddp, optimizer, scheduler, seed=SEED,
+                                       on_invalid=lambda c, why: skipped.append([c.step, why]))
+        found.append({"step": r.step, "written_by": r.world_size, "rng": r.rng, "layout": r.layout,
+                      "state": digest(ddp, optimizer, scheduler)})
+    dump(out, f"session-c-rank{rank.rank}.json", {"found": found, "skipped": skipped})
     ranks.teardown()

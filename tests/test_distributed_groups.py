@@ -5,7 +5,8 @@ One module-scoped sequence of three sessions (tests/distributed_sessions.py), a 
 1. two ranks train 4 steps with rank 1 a straggler, save a sync sharded checkpoint at step 2 and
    an async one at step 4, then try a commit in which rank 1's part is missing;
 2. one rank restores the step-4 checkpoint (2 ranks -> 1), trains a step and saves step 5;
-3. two ranks restore step 5 (1 rank -> 2); then a shard of step 5 is damaged and both fall back to step 4.
+3. a one-process checkpoint of the same state is added as step 6 (torch_save layout); two ranks restore it
+   (1 process -> 2 ranks), then, as each newest checkpoint is damaged, step 5 (1 rank -> 2) and step 4.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ def sessions(tmp_path_factory):
     spawn(S.two_ranks_train_and_save, 2, out)
     listed_after_a = sorted(p.name for p in (out / "ckpt").iterdir())
     spawn(S.one_rank_restores_then_saves, 1, out)
+    one_process = CheckpointStore(out / "ckpt", keep=5)
+    state = one_process.load(one_process.path_for(5))  # read whole, as a one-process run resumes it
+    state["step"], state["data"]["step"] = 6, 6
+    one_process.save(state, 6)  # the same state as step 5, written as one process writes it
     spawn(S.two_ranks_restore_one_ranks_checkpoint, 2, out)
     read = lambda name: json.loads((out / name).read_text())  # noqa: E731
     return {
@@ -99,17 +104,20 @@ def test_two_ranks_checkpoint_restores_onto_one_rank(sessions):
     assert not any(p.name.startswith(".tmp-") for p in (sessions["out"] / "ckpt").iterdir())  # rank 0 cleaned up
 
 
-def test_one_ranks_checkpoint_restores_onto_two_ranks(sessions):
+def test_one_process_and_one_ranks_checkpoints_restore_onto_two_ranks(sessions):
     for c in sessions["c"]:
-        assert c["first"] == {"step": 5, "written_by": 1, "rng": "reseeded"}
-        assert c["five"] == sessions["b"]["after"]
+        six, five = c["found"][0], c["found"][1]
+        assert (six["step"], six["written_by"], six["rng"], six["layout"]) == (6, 1, "reseeded", "torch_save")
+        assert (five["step"], five["written_by"], five["rng"], five["layout"]) == (5, 1, "reseeded", LAYOUT_DCP_SHARDED)
+        assert six["state"] == five["state"] == sessions["b"]["after"]
 
 
-def test_a_damaged_shard_makes_every_rank_fall_back_together(sessions):
+def test_a_damaged_file_makes_every_rank_fall_back_together(sessions):
     for c in sessions["c"]:
-        assert c["second"] == {"step": 4, "written_by": 2, "rng": "restored"}
-        assert c["four"] == sessions["ref4"][0]
-        assert c["skipped"] and c["skipped"][0][0] == 5
+        four = c["found"][2]
+        assert (four["step"], four["written_by"], four["rng"]) == (4, 2, "restored")
+        assert four["state"] == sessions["ref4"][0]
+        assert [s[0] for s in c["skipped"]] == [6, 6, 5]  # step 6 skipped twice: at the second and third restore
 
 
 def test_one_process_reads_a_sharded_checkpoint_whole(sessions):
