@@ -46,8 +46,12 @@ class SimConfig:
     ``startup_s`` first launch to first step; ``hot_spares`` how many failures
     are absorbed by warm standby devices, each costing ``spare_restart_s``
     instead of ``restart_s``; ``data_stall_fraction`` the share of surviving
-    compute spent waiting for input; ``straggler_factor``, ``straggler_share``
-    and ``straggler_devices``: that many devices (``None``: every device) are
+    compute spent waiting for input; ``failure_shape`` the Weibull shape of the
+    time between the job's failures (1: Poisson; below 1 a job that has just
+    restarted is more likely to fail again; the clock restarts at every
+    failure, a renewal process with mean ``job_mtbf_s``, see
+    :mod:`goodputlab.theory.renewal`); ``straggler_factor``,
+    ``straggler_share`` and ``straggler_devices``: that many devices (``None``: every device) are
     each slowed by ``straggler_factor`` on a ``straggler_share`` of their
     steps, and every step waits for its slowest device
     (:mod:`goodputlab.theory.scaling`); the wait is booked ``straggler_wait``,
@@ -70,6 +74,7 @@ class SimConfig:
     hot_spares: int = 0
     spare_restart_s: float | None = None
     data_stall_fraction: float = 0.0
+    failure_shape: float = 1.0
     straggler_factor: float = 1.0
     straggler_share: float = 0.0
     straggler_devices: int | None = None
@@ -92,6 +97,10 @@ class SimConfig:
         else:
             validate.seconds("spare_restart_s", self.spare_restart_s)
         validate.share("data_stall_fraction", self.data_stall_fraction)
+        validate.number(
+            "failure_shape", self.failure_shape, 0.2, 5.0,
+            note="the Weibull shape of the time between failures: 1 is Poisson",
+        )
         validate.number("straggler_factor", self.straggler_factor, 1, 100, note="1: no straggler")
         validate.number("straggler_share", self.straggler_share, 0, 1, allowed="a share of steps between 0 and 1")
         if self.straggler_devices is not None:
