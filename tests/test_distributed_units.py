@@ -255,3 +255,16 @@ def test_an_attempt_killed_as_it_started_is_still_one_attempt_of_the_job():
              for r in (0, 1)}
     s = summarize(job_events(sup, ranks), {"steps": 1})
     assert s["attempts"] == 2 and s["failures"] == 1 and s["completed"]
+
+
+@pytest.mark.parametrize("field, value", [("hot_spare", True), ("failure_mode", "hang"), ("ckpt_omit", ("rng",)),
+                                          ("hang_timeout", 5.0)])
+def test_one_process_recovery_settings_are_refused_under_torchrun(field, value):
+    from types import SimpleNamespace
+
+    from goodputlab.distributed.launch import _recovery_settings_under_torchrun
+
+    _recovery_settings_under_torchrun(SimpleNamespace())  # a build without them: nothing to refuse
+    with pytest.raises(ConfigError) as e:
+        _recovery_settings_under_torchrun(SimpleNamespace(**{field: value}))
+    assert e.value.field == field and "under torchrun" in e.value.allowed

@@ -154,6 +154,31 @@ def uses_torchrun(config) -> bool:
     return config.launcher == "torchrun" or config.nproc * config.nnodes > 1
 
 
+def _one_process_stragglers() -> bool:
+    """Does the one-process worker slow steps itself (``goodputlab.recovery``'s straggler, issue 11)?"""
+    import importlib.util
+
+    return importlib.util.find_spec("goodputlab.recovery") is not None
+
+
+#: Settings of the one-process engine (``goodputlab.recovery``) that a job under torchrun does not support,
+#: with the value it needs and what to say. Read with ``getattr``: absent where recovery is not built in.
+_NOT_UNDER_TORCHRUN = (
+    ("hot_spare", False, "off under torchrun: torchrun restarts the whole group of ranks; there is no standby "
+                         "rank to hand over to"),
+    ("failure_mode", "kill", "kill under torchrun: a failure kills one rank (hang, exception, loader-death and "
+                             "disk-full are one-process modes)"),
+    ("ckpt_omit", (), "nothing under torchrun: a sharded checkpoint always holds the whole state"),
+    ("hang_timeout", None, "none under torchrun (the heartbeat watchdog watches one worker process)"),
+)
+
+
+def _recovery_settings_under_torchrun(config) -> None:
+    for name, needed, allowed in _NOT_UNDER_TORCHRUN:
+        value = getattr(config, name, needed)
+        check(value == needed, name, value, allowed)
+
+
 def launch_of(config, max_restarts: int = 0, log_dir: str | None = None, rdzv_id: str = "goodputlab") -> TorchrunLaunch:
     """The :class:`TorchrunLaunch` of a run configuration (its ``nproc``, ``nnodes``, ``node_rank``, ``rdzv_endpoint``)."""
     return TorchrunLaunch(
@@ -197,6 +222,11 @@ def check_scale_out(config) -> None:
               else "a rank of a job of 2 or more ranks (--nproc 2 or more): one rank has nobody to hold back")
         check(config.straggler_prob > 0, "straggler_rank", config.straggler_rank,
               "a rank with --straggler-prob > 0 (the share of its steps that are slowed)")
-    if config.straggler_prob > 0:
+    if config.straggler_prob > 0 and uses_torchrun(config):
         check(world > 1, "straggler_prob", config.straggler_prob,
+              "0 with one rank under torchrun (it has nobody to hold back); a straggler needs --nproc 2 or more")
+    elif config.straggler_prob > 0:
+        check(_one_process_stragglers(), "straggler_prob", config.straggler_prob,
               "0 with one process here; a straggler needs a job of 2 or more ranks (--nproc 2 or more)")
+    if uses_torchrun(config):
+        _recovery_settings_under_torchrun(config)

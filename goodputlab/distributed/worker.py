@@ -43,10 +43,10 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
     from ..checkpoints.interval import AutoInterval
     from ..checkpoints.store import CheckpointStore
     from ..engine.config import AUTO
-    from ..pipeline.loader import SlowStorageDataset, data_file, make_loader
-    from ..training.model import count_params
-    from ..pipeline.prefetch import DevicePrefetcher, device_batches
     from ..engine.worker import should_save
+    from ..pipeline.loader import SlowStorageDataset, data_file, make_loader
+    from ..pipeline.prefetch import DevicePrefetcher, device_batches
+    from ..training.model import count_params
     from ..training.objects import build_training, make_deterministic
     from ..training.workload import PRESETS
     from . import parallel, ranks, sharded
