@@ -2,7 +2,7 @@
 
 Two runs of the same work (tiny preset, 24 steps, a checkpoint every 8):
 
-* ``straggled``: no failure, async sharded checkpoints, rank 1 a straggler on half its steps
+* ``straggled`` (through the command line): no failure, async sharded checkpoints, rank 1 a straggler on half its steps
   (it only sleeps, so the training is the failure-free training);
 * ``killed``: sync sharded checkpoints (committed before the next step, so the resume points are
   known), one rank SIGKILLed after steps 10 and 18 (chosen at random, seeded); torchrun restarts
@@ -42,10 +42,23 @@ def supervised(config: RunConfig, out, **kwargs) -> dict:
 
 
 @pytest.fixture(scope="module")
-def straggled(tmp_path_factory):
+def straggled(tmp_path_factory, cli, cli_env):
+    """Through the command line, as a user runs it: goodputlab run --nproc 2 ... --json."""
+    import subprocess
+
     out = tmp_path_factory.mktemp("straggled")
-    config = RunConfig(**WORK, ckpt="async", straggler_rank=1, straggler_factor=3.0, straggler_prob=0.5)
-    return out, supervised(config, out)
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in WORK.items()]
+    proc = subprocess.Popen([*cli, "run", *flags, "--ckpt", "async", "--straggler-rank", "1", "--straggler-factor", "3",
+                             "--straggler-prob", "0.5", "--quiet", "--json", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env)
+    try:
+        stdout, stderr = proc.communicate(timeout=RUN_LIMIT_S)
+    except subprocess.TimeoutExpired:  # SIGTERM, not SIGKILL: the supervisor then stops torchrun and the ranks
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+        pytest.fail(f"goodputlab run --nproc 2 did not finish in {RUN_LIMIT_S} s")
+    assert proc.returncode == 0, stderr
+    return out, json.loads(stdout)
 
 
 @pytest.fixture(scope="module")
@@ -189,15 +202,11 @@ def test_sigterm_stops_torchrun_and_every_rank(tmp_path):
     assert len(pids) == 2 and not any(_alive(p) for p in pids) and not _processes_naming(tmp_path)
 
 
-def test_the_command_line_runs_two_ranks_and_reports_them(cli, cli_env, tmp_path):
+def test_the_command_line_reports_a_two_rank_run(straggled, cli, cli_env):
     import subprocess
 
-    out = tmp_path / "cli"
-    r = subprocess.run([*cli, "run", "--nproc", "2", "--steps", "12", "--ckpt-every", "6", "--threads", "1",
-                        "--restart-delay", "0", "--quiet", "--json", "--out", str(out)],
-                       capture_output=True, text=True, env=cli_env, timeout=RUN_LIMIT_S)
-    assert r.returncode == 0, r.stderr
-    s = json.loads(r.stdout)
-    assert s["world_size"] == 2 and s["launcher"] == "torchrun" and s["parallelism"] == "ddp" and closes(s)
+    out, s = straggled
+    assert s["parallelism"] == "ddp" and s["config"]["straggler_rank"] == 1
     rep = subprocess.run([*cli, "report", str(out)], capture_output=True, text=True, env=cli_env, timeout=60)
     assert rep.returncode == 0 and "straggler_wait" in rep.stdout and "waiting in the gradient all-reduce" in rep.stdout
+    assert f"final_state_sha256 {s['final_state_sha256']}" in rep.stdout
