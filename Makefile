@@ -85,7 +85,7 @@ test: $(TEST_STAMP)
 test-fast: $(TEST_STAMP)
 	$(BIN)/python -m pytest tests -m "not notebooks" $(PYTEST_ARGS)
 
-# Every benchmark in turn (about 35 minutes on 2 cores); record what they print in benchmarks/RESULTS.md.
+# Every benchmark in turn (about 50 minutes on 2 cores); record what they print in benchmarks/RESULTS.md.
 bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/ledger_overhead.py
 	$(BIN)/python benchmarks/recorder_overhead.py
@@ -95,6 +95,8 @@ bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/validate_theory.py
 	$(BIN)/python benchmarks/batch_sweep.py
 	$(BIN)/python benchmarks/serving.py
+	$(BIN)/python benchmarks/recovery.py --medium
+	$(BIN)/python benchmarks/torture.py --kills 100
 
 clean:
 	rm -rf runs .pytest_cache benchmarks/out

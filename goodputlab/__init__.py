@@ -75,6 +75,7 @@ _API: dict[str, tuple[str, str | None]] = {
     # namespaces
     "theory": (".theory", None),
     "experiments": (".experiments", None),
+    "recovery": (".recovery", None),
     "charts": (".charts", None),
     "widgets": (".widgets", None),
     "labs": (".labs", None),

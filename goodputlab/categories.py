@@ -35,9 +35,9 @@ MEANINGS: dict[str, str] = {
     CHECKPOINT_SAVE: "the part of each save that blocks training",
     CHECKPOINT_RESTORE: "loading a checkpoint after a restart",
     LOST_WORK: "computing steps a failure later threw away",
-    RESTART: "from a failure until the new worker can train (kill, relaunch, set-up)",
+    RESTART: "from a failure until a worker trains again (detection, relaunch or hand-over, set-up)",
     STARTUP: "from the first launch to the first step",
-    OTHER: "everything else (step bookkeeping, logging, teardown)",
+    OTHER: "everything else (step bookkeeping, logging, teardown, what stragglers add)",
 }
 
 #: Colours used by every chart, so a category looks the same everywhere.

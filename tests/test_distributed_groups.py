@@ -135,3 +135,27 @@ def test_one_process_reads_a_sharded_checkpoint_whole(sessions):
     assert apply_state(state, model, optimizer, scheduler) == 4
     assert state["data"] == {"step": 4, "batch_size": S.GLOBAL_BATCH}
     assert S.digest(model, optimizer, scheduler) == sessions["ref4"][0]
+
+
+def test_a_one_process_checkpoint_that_leaves_parts_out_is_not_restored_by_ranks(tmp_path):
+    """A one-process run's --ckpt-omit checkpoint is refused by a job's restore check (then skipped, not a crash)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from goodputlab.checkpoints.state import capture_state
+    from goodputlab.distributed import sharded
+    from goodputlab.engine.config import RunConfig
+    from goodputlab.recovery.omit import omit_from_state
+    from goodputlab.training.objects import build_training
+
+    model, optimizer, scheduler = build_training(RunConfig(steps=20, model="tiny", seed=S.SEED), torch.device("cpu"))
+    store = CheckpointStore(tmp_path / "ckpt", keep=5)
+    complete = capture_state(model, optimizer, scheduler, 3, {"step": 3, "batch_size": S.GLOBAL_BATCH})
+    store.save(complete, 3)
+    store.save(omit_from_state({**complete, "step": 4, "data": {"step": 4, "batch_size": S.GLOBAL_BATCH}}, ["optimizer"]), 4)
+    three, four = sorted(store.list(), key=lambda c: c.step)
+    rank = SimpleNamespace(rank=0, world_size=2)
+    assert sharded._check(store, three, rank, model, optimizer).state["step"] == 3
+    with pytest.raises(ValueError, match="leaves out optimizer"):
+        sharded._check(store, four, rank, model, optimizer)

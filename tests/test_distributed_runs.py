@@ -8,7 +8,8 @@ Two runs of the same work (tiny preset, 24 steps, a checkpoint every 8):
   known), one rank SIGKILLed after steps 10 and 18 (chosen at random, seeded); torchrun restarts
   the group twice and it resumes from steps 8 and 16.
 
-They must end bit-identical. Then the killed run's folder is resumed by one process.
+They must end bit-identical. Then the killed run's folder is resumed by one process, 4 steps more, in the
+same event log.
 """
 
 from __future__ import annotations
@@ -119,13 +120,17 @@ def test_killed_ranks_resume_through_torchrun_bit_exactly(straggled, killed):
 
 
 def test_a_two_rank_checkpoint_resumes_in_one_process(killed):
-    out, _ = killed
+    """--resume in one process continues the job's event log (goodputlab.recovery.resume) as its next attempts."""
+    out, before = killed
     with _no_skips():
         s = supervised(RunConfig(**{**WORK, "nproc": 1, "steps": 28}), out, resume=True)
-    assert s["completed"]
+    assert s["completed"] and s["steps_completed"] == 28 and closes(s)
     events = read_events(out / "events.jsonl")
-    restored = next(e for e in events if e["kind"] == E.M_RESTORED)
-    assert restored["ckpt_step"] == 24 and s["steps_executed"] == 4 and closes(s)
+    new = [e for e in events if e["attempt"] >= before["attempts"]]
+    restored = [e for e in new if e["kind"] == E.M_RESTORED]
+    assert [e["ckpt_step"] for e in restored] == [24]
+    assert sorted(e["step"] for e in new if e["kind"] == E.W_COMPUTE) == [24, 25, 26, 27]
+    assert s["failures"] == before["failures"] and s["wall_s"] > before["wall_s"]
 
 
 class _no_skips:

@@ -82,7 +82,8 @@ def test_the_batch_must_split_evenly_over_the_ranks():
 @pytest.mark.parametrize("kwargs, field", [
     (dict(nproc=0), "nproc"), (dict(nproc=32), "nproc"), (dict(nproc=3), "nproc"),
     (dict(nproc=2, ckpt="memory"), "ckpt"), (dict(nproc=2, rdzv_endpoint="nope"), "rdzv_endpoint"),
-    (dict(straggler_rank=0, straggler_prob=0.5), "straggler_rank"), (dict(straggler_prob=0.5), "straggler_prob"),
+    (dict(straggler_rank=0, straggler_prob=0.5), "straggler_rank"),
+    (dict(launcher="torchrun", straggler_prob=0.5), "straggler_prob"),
     (dict(nproc=2, straggler_rank=2, straggler_prob=0.5), "straggler_rank"),
     (dict(nproc=2, straggler_rank=1), "straggler_rank"), (dict(nproc=2, straggler_factor=0.5), "straggler_factor"),
     (dict(nproc=2, straggler_prob=-0.1), "straggler_prob"), (dict(nproc=2, straggler_prob=1.5), "straggler_prob"),
@@ -260,11 +261,18 @@ def test_an_attempt_killed_as_it_started_is_still_one_attempt_of_the_job():
 @pytest.mark.parametrize("field, value", [("hot_spare", True), ("failure_mode", "hang"), ("ckpt_omit", ("rng",)),
                                           ("hang_timeout", 5.0)])
 def test_one_process_recovery_settings_are_refused_under_torchrun(field, value):
-    from types import SimpleNamespace
+    RunConfig(**{field: value})  # one process: recovery's
+    for torchrun in (dict(nproc=2), dict(launcher="torchrun")):
+        with pytest.raises(ConfigError) as e:
+            RunConfig(**torchrun, **{field: value})
+        assert e.value.field == field and "under torchrun" in e.value.allowed
 
-    from goodputlab.distributed.launch import _recovery_settings_under_torchrun
 
-    _recovery_settings_under_torchrun(SimpleNamespace())  # a build without them: nothing to refuse
-    with pytest.raises(ConfigError) as e:
-        _recovery_settings_under_torchrun(SimpleNamespace(**{field: value}))
-    assert e.value.field == field and "under torchrun" in e.value.allowed
+def test_a_straggling_rank_is_slowed_on_the_steps_a_one_process_straggler_is():
+    from goodputlab.recovery.inject import StragglerSchedule
+
+    RunConfig(straggler_prob=0.5)  # one process slows its own steps
+    one = StragglerSchedule(seed=3, prob=0.3, factor=2.0)
+    rank = Straggler(rank=1, factor=2.0, prob=0.3, seed=3)
+    assert [s for s in range(500) if rank.slows(1, s)] == one.slowed_steps(500)
+    assert rank.delay_s(1, next(s for s in range(500) if one.slow(s)), 0.25) == one.extra_s(0.25)

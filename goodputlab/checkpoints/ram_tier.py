@@ -69,6 +69,7 @@ MEMORY_TIER_ENV = "GOODPUTLAB_MEMORY_TIER"
 _PREFIX = "goodputlab-mem-"
 _ALIGN = 64  # bytes; keeps every tensor's offset aligned for any dtype and for vectorised copies
 CRC_CHUNK_BYTES = 4 << 20  # the slot's bytes are checksummed in chunks of this size (see MemoryTier.load)
+_CRC_THREADS = 2  # helper threads that checksum the chunks a restore has copied
 CURRENT = "current.json"
 OWNER_LOCK = "owner.lock"  # flock-ed by the supervisor that owns the tier, for as long as it lives
 _CURRENT_MAX_BYTES = 64 << 10
@@ -238,13 +239,14 @@ class _MappedSlot:
         self.mm.close()
 
 
-def _copy_out_verified(mm: mmap.mmap, meta: dict, nbytes: int, target, slot: int) -> dict[str, Any]:
+def _copy_out_verified(mm: mmap.mmap, meta: dict, nbytes: int, target, slot: int, into=None) -> dict[str, Any]:
     """Every tensor of a slot copied out of its mapping (to ``target`` when it was saved from a device of
     that type, else to the CPU), each chunk's CRC-32 checked; ``ValueError`` on the first mismatch.
 
-    A helper thread checksums the chunks already copied, which are still in the CPU cache:
+    Helper threads checksum the chunks already copied, which are still in the CPU cache:
     verification overlaps the copy instead of adding a second pass over the memory. Nothing is
-    returned unless every chunk matches.
+    returned unless every chunk matches. ``into``: tensors allocated (and touched) ahead, by
+    name; a tensor of the same shape, dtype and device is copied into, not allocated.
     """
     import torch
 
@@ -252,7 +254,7 @@ def _copy_out_verified(mm: mmap.mmap, meta: dict, nbytes: int, target, slot: int
     tensors = {}
     checks, view = [], None
     try:
-        with ThreadPoolExecutor(max_workers=1) as helper:
+        with ThreadPoolExecutor(max_workers=_CRC_THREADS) as helper:
             submitted = 0
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # "buffer is not writable": we only read, then copy
@@ -266,7 +268,11 @@ def _copy_out_verified(mm: mmap.mmap, meta: dict, nbytes: int, target, slot: int
                         tensors[e["name"]] = torch.empty(e["shape"], dtype=dtype, device=where)
                         continue
                     view = torch.frombuffer(mm, dtype=dtype, count=count, offset=e["offset"])
-                    tensors[e["name"]] = view.view(e["shape"]).to(where, copy=True)
+                    dst = (into or {}).get(e["name"])
+                    if dst is not None and dst.shape == tuple(e["shape"]) and dst.dtype == dtype and dst.device == where:
+                        tensors[e["name"]] = dst.copy_(view.view(e["shape"]))  # into memory touched ahead
+                    else:
+                        tensors[e["name"]] = view.view(e["shape"]).to(where, copy=True)
                     del view
                     done = (e["offset"] + e["nbytes"]) // CRC_CHUNK_BYTES  # chunks wholly copied so far
                     if done > submitted:
@@ -297,6 +303,11 @@ class MemoryTier:
             raise FileNotFoundError(f"RAM tier {self.root} does not exist (the supervisor creates it)")
         self.max_file_bytes = max_file_bytes if max_file_bytes is not None else default_max_file_bytes()
         self._slots: dict[int, _MappedSlot] = {}
+        # Made ahead by warm() (a hot spare waiting for the job), each used by one load():
+        self._warm: dict[str, Any] = {}  # memory a restore copies into, allocated and touched
+        self._warm_layout: tuple | None = None
+        self._warm_meta: tuple[str, Any] | None = None  # (sha256, parsed meta) of the newest snapshot
+        self._mapped: dict[int, tuple[tuple[int, int], mmap.mmap]] = {}  # slot -> ((inode, size), mapping)
 
     # --- reading --------------------------------------------------------------------------
     def current(self) -> dict[str, Any] | None:
@@ -350,12 +361,14 @@ class MemoryTier:
             raise ValueError(f"current.json names slot {slot!r}")
         meta = self._read_meta(slot, cur.get("meta_sha256"))
         nbytes = _check_meta(meta, slot, self.max_file_bytes)
-        mm = self._map_data(slot, nbytes)
+        mm, mapped_ahead = self._map_data(slot, nbytes)
         target = torch.device(device) if device is not None else torch.device("cpu")
+        warm, self._warm, self._warm_layout = self._warm, {}, None  # warm memory serves one restore
         try:
-            tensors = _copy_out_verified(mm, meta, nbytes, target, slot)
+            tensors = _copy_out_verified(mm, meta, nbytes, target, slot, into=warm)
         finally:
-            mm.close()
+            if not mapped_ahead:
+                mm.close()  # (a mapping made ahead is closed with the tier, after the restore)
         ckpt = Checkpoint(int(meta["step"]), self.root / f"slot-{slot}", tier="memory")
         return ckpt, unflatten(meta["skeleton"], tensors)
 
@@ -369,10 +382,14 @@ class MemoryTier:
             raise ValueError(str(e)) from None
         if hashlib.sha256(meta_bytes).hexdigest() != sha256:
             raise ValueError(f"slot-{slot}.meta sha256 mismatch")
+        ahead, self._warm_meta = self._warm_meta, None
+        if ahead is not None and ahead[0] == sha256:
+            return ahead[1]  # parsed ahead (warm) from bytes with this very sha256
         return safe_torch_load(meta_bytes, f"slot-{slot}.meta")
 
-    def _map_data(self, slot: int, nbytes: int) -> mmap.mmap:
-        """A read-only mapping of a slot's data file (a regular file of at least ``nbytes``)."""
+    def _map_data(self, slot: int, nbytes: int) -> tuple[mmap.mmap, bool]:
+        """A read-only mapping of a slot's data file (a regular file of at least ``nbytes``), and whether
+        it is one made ahead (:meth:`warm`: its pages already faulted in; the tier closes it)."""
         try:
             fd, size = open_regular(self.root / f"slot-{slot}.data", self.max_file_bytes)
         except FileNotFoundError:
@@ -382,9 +399,67 @@ class MemoryTier:
         try:
             if size < nbytes:
                 raise ValueError(f"slot-{slot}.data has {size} bytes, needs {nbytes}")
-            return mmap.mmap(fd, max(nbytes, 1), mmap.MAP_SHARED, mmap.PROT_READ)
+            ahead = self._mapped.get(slot)
+            if ahead is not None and ahead[0] == (os.fstat(fd).st_ino, size):
+                return ahead[1], True
+            return mmap.mmap(fd, max(nbytes, 1), mmap.MAP_SHARED, mmap.PROT_READ), False
         finally:
             os.close(fd)
+
+    def warm(self, device=None) -> int:
+        """Get ready for a fast :meth:`load`: parse the newest snapshot's meta, map the slots, and
+        allocate and touch the memory a restore copies into.
+
+        A restore in a fresh process pays for its memory: every new page is a fault, and on a busy
+        machine that costs as much as copying the page. A hot spare
+        (:mod:`goodputlab.recovery.standby`) calls this while it waits, again whenever a new
+        snapshot is published, so its restore is a checked copy into warm memory (the meta file is
+        still read and its sha256 checked; every chunk's CRC-32 still is). Returns the bytes held
+        ready (0 without a readable snapshot). Cheap when nothing changed.
+        """
+        import torch
+
+        cur = self.current()
+        if cur is None or cur.get("damaged"):
+            return 0
+        if self._warm_meta is None or self._warm_meta[0] != cur.get("meta_sha256"):
+            try:
+                meta = self._read_meta(cur["slot"], cur.get("meta_sha256"))
+                _check_meta(meta, cur["slot"], self.max_file_bytes)
+            except (OSError, ValueError):
+                return 0  # being replaced, or damaged: load() will say so
+            self._warm_meta = (cur["meta_sha256"], meta)
+        meta = self._warm_meta[1]
+        self._map_ahead()
+        target = torch.device(device) if device is not None else torch.device("cpu")
+        layout = tuple((e["name"], tuple(e["shape"]), e["dtype"], e.get("device", "cpu")) for e in meta["index"])
+        if layout != self._warm_layout:
+            warm = {}
+            for name, shape, dtype, dev in layout:
+                where = target if dev == target.type else torch.device("cpu")
+                warm[name] = torch.zeros(shape, dtype=getattr(torch, dtype), device=where)  # zeros: every page touched
+            self._warm, self._warm_layout = warm, layout
+        return sum(t.numel() * t.element_size() for t in self._warm.values())
+
+    def _map_ahead(self) -> None:
+        """Map both slots' data files read-only, their pages faulted in, for :meth:`load` (kept while
+        the files stay the same)."""
+        for slot in (0, 1):
+            try:
+                fd, size = open_regular(self.root / f"slot-{slot}.data", self.max_file_bytes)
+            except (OSError, UnsafeFileError):
+                continue
+            try:
+                key = (os.fstat(fd).st_ino, size)
+                if (slot in self._mapped and self._mapped[slot][0] == key) or size == 0:
+                    continue
+                mm = mmap.mmap(fd, size, mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), mmap.PROT_READ)
+            finally:
+                os.close(fd)
+            old = self._mapped.pop(slot, None)
+            if old is not None:
+                old[1].close()
+            self._mapped[slot] = (key, mm)
 
     # --- writing --------------------------------------------------------------------------
     def free_slot(self) -> int:
@@ -443,3 +518,6 @@ class MemoryTier:
         for mapped in self._slots.values():
             mapped.close()
         self._slots.clear()
+        for _, mm in self._mapped.values():
+            mm.close()
+        self._mapped.clear()

@@ -154,15 +154,8 @@ def uses_torchrun(config) -> bool:
     return config.launcher == "torchrun" or config.nproc * config.nnodes > 1
 
 
-def _one_process_stragglers() -> bool:
-    """Does the one-process worker slow steps itself (``goodputlab.recovery``'s straggler, issue 11)?"""
-    import importlib.util
-
-    return importlib.util.find_spec("goodputlab.recovery") is not None
-
-
 #: Settings of the one-process engine (``goodputlab.recovery``) that a job under torchrun does not support,
-#: with the value it needs and what to say. Read with ``getattr``: absent where recovery is not built in.
+#: with the value it needs and what to say (``kill`` is ``goodputlab.recovery.modes.KILL``).
 _NOT_UNDER_TORCHRUN = (
     ("hot_spare", False, "off under torchrun: torchrun restarts the whole group of ranks; there is no standby "
                          "rank to hand over to"),
@@ -175,7 +168,7 @@ _NOT_UNDER_TORCHRUN = (
 
 def _recovery_settings_under_torchrun(config) -> None:
     for name, needed, allowed in _NOT_UNDER_TORCHRUN:
-        value = getattr(config, name, needed)
+        value = getattr(config, name)
         check(value == needed, name, value, allowed)
 
 
@@ -200,7 +193,9 @@ def check_scale_out(config) -> None:
     * ``--ckpt memory`` only in one worker process (its RAM tier belongs to one process; a job under
       torchrun saves sharded DCP checkpoints with ``sync``, ``async`` or ``dcp``);
     * a straggler rank is a rank of a job of two or more ranks and comes with ``straggler_prob`` > 0;
-      a straggler of one process is not this module's (it needs the one-process worker's support).
+      a straggler of one process slows its own steps (``goodputlab.recovery``), one rank under torchrun cannot;
+    * the one-process engine's recovery settings (hot spare, failure modes other than ``kill``,
+      ``ckpt_omit``, ``hang_timeout``) are refused under torchrun.
     """
     check(config.launcher in LAUNCHERS, "launcher", config.launcher, f"one of {', '.join(LAUNCHERS)}")
     launch = launch_of(config)
@@ -222,11 +217,8 @@ def check_scale_out(config) -> None:
               else "a rank of a job of 2 or more ranks (--nproc 2 or more): one rank has nobody to hold back")
         check(config.straggler_prob > 0, "straggler_rank", config.straggler_rank,
               "a rank with --straggler-prob > 0 (the share of its steps that are slowed)")
-    if config.straggler_prob > 0 and uses_torchrun(config):
+    if config.straggler_prob > 0 and uses_torchrun(config):  # one process slows its own steps (goodputlab.recovery)
         check(world > 1, "straggler_prob", config.straggler_prob,
               "0 with one rank under torchrun (it has nobody to hold back); a straggler needs --nproc 2 or more")
-    elif config.straggler_prob > 0:
-        check(_one_process_stragglers(), "straggler_prob", config.straggler_prob,
-              "0 with one process here; a straggler needs a job of 2 or more ranks (--nproc 2 or more)")
     if uses_torchrun(config):
         _recovery_settings_under_torchrun(config)

@@ -73,6 +73,7 @@ from ..checkpoints.store import (
     CheckpointStore,
     CheckpointWarning,
 )
+from ..recovery.omit import omitted_parts
 from ..safe_io import create_new
 
 
@@ -284,6 +285,10 @@ def _check(store: CheckpointStore, c: Checkpoint, rank, unwrapped_model, optimiz
     if layout in (LAYOUT_TORCH, LAYOUT_DCP):  # written by one process: every rank loads all of it
         state = store.load(c.path)
         check_training_state(state, c.step, unwrapped_model, optimizer)
+        left_out = omitted_parts(state)
+        if left_out:  # a one-process run's --ckpt-omit: the ranks restore only complete states
+            raise ValueError(f"it leaves out {', '.join(left_out)} (--ckpt-omit); a job under torchrun restores "
+                             "only a complete checkpoint")
         return _Plan(c, layout, manifest, 1, state=state)
     raise ValueError(f"layout {layout!r} cannot be restored by a distributed job")
 

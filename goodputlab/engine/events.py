@@ -61,6 +61,22 @@ W_EXIT = "exit"  # finished: releasing resources before the process exits
 # recorded blocks (logging, evaluation). Booked ``other``.
 R_LOOP = "loop"
 
+# Phases and markers of recovery (failure modes, the hot spare, --resume); what each is and
+# where the ledger books it: goodputlab.recovery.booking.
+from ..recovery.booking import (  # noqa: E402
+    M_CKPT_FAILED,
+    M_DISK_FREED,
+    M_FAILURE_INJECTED,
+    M_STANDBY_SPAWNED,
+    SUP_HANDOVER,
+    SUP_HANG,
+    SUP_RESUME,
+    W_ACTIVATE,
+    W_CRASH,
+    W_LOADER_REBUILD,
+    W_STRAGGLE,
+)
+
 PHASES = frozenset(
     {
         SUP_START,
@@ -79,6 +95,13 @@ PHASES = frozenset(
         W_SYNC_WAIT,
         W_EXIT,
         R_LOOP,
+        SUP_HANG,
+        SUP_HANDOVER,
+        SUP_RESUME,
+        W_ACTIVATE,
+        W_CRASH,
+        W_LOADER_REBUILD,
+        W_STRAGGLE,
     }
 )
 

@@ -26,12 +26,14 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .. import categories as C
+from ..recovery import booking
 from . import events as E
 
 _SUPERVISOR_KINDS = frozenset(
     {E.SUP_START, E.SUP_SPAWN, E.SUP_FAILURE, E.SUP_RESTART_DELAY, E.SUP_END, E.SUP_TEARDOWN}
-)
+) | booking.SUPERVISOR_PHASES
 _STATIC = {
+    **booking.PHASE_CATEGORIES,  # recovery's phases: hang, handover, resume, activate, crash, loader_rebuild, straggle
     E.SUP_START: C.STARTUP,
     E.SUP_FAILURE: C.RESTART,
     E.SUP_RESTART_DELAY: C.RESTART,
@@ -193,7 +195,9 @@ def summarize(events: Iterable[dict], config: dict[str, Any]) -> dict[str, Any]:
 
     Keys: ``goodput, wall_s, buckets, failures, checkpoints, steps_completed,
     steps_executed, final_loss, initial_loss, final_state_sha256, completed,
-    stop_reason, attempts, auto_interval, config`` and details of the worker.
+    stop_reason, attempts, auto_interval, recovery, config`` and details of the worker;
+    ``recovery`` is :func:`goodputlab.recovery.booking.recovery_facts` (failures injected by
+    mode, hang detection times, straggler time, failed saves, loader rebuilds, handovers).
     """
     log = _read(events)
     ledger, survivors, events = _ledger(log), log.survivors, log.in_order
@@ -227,6 +231,7 @@ def summarize(events: Iterable[dict], config: dict[str, Any]) -> dict[str, Any]:
         "auto_interval": (
             {k: auto[k] for k in ("interval_s", "save_s", "mtbf_s", "failures_seen") if k in auto} if auto else None
         ),
+        "recovery": booking.recovery_facts(events, E.PHASES),
         "config": config,
     }
 

@@ -45,6 +45,7 @@ def breakdown_table(summary: dict[str, Any], legend: bool = True) -> str:
             f"(Daly's interval for a save of {1000 * auto['save_s']:.3g} ms and an estimated MTBF of "
             f"{auto['mtbf_s']:.3g} s after {auto['failures_seen']} failures)"
         )
+    lines += recovery_lines(summary)
     if summary.get("initial_loss") is not None and summary.get("final_loss") is not None:
         lines.append("")
         lines.append(f"loss {summary['initial_loss']:.3f} -> {summary['final_loss']:.3f}")
@@ -53,3 +54,23 @@ def breakdown_table(summary: dict[str, Any], legend: bool = True) -> str:
     if not summary.get("completed", True):
         lines.append(f"NOT COMPLETED: {summary.get('stop_reason')}")
     return "\n".join(lines)
+
+
+def recovery_lines(summary: dict[str, Any]) -> list[str]:
+    """What recovery did, under the table (nothing for a run without recovery events)."""
+    r = summary.get("recovery") or {}
+    lines = []
+    if r.get("straggler_steps"):
+        lines.append(f"  of other: {r['straggler_s']:.3f} s added by {r['straggler_steps']} straggling steps")
+    if r.get("injected"):
+        lines.append("failures injected: " + ", ".join(f"{n} {mode}" for mode, n in sorted(r["injected"].items())))
+    if r.get("hang_detection_s"):
+        d = r["hang_detection_s"]
+        lines.append(f"hangs detected after {min(d):.2f}-{max(d):.2f} s without progress (the watchdog)")
+    if r.get("handovers"):
+        lines.append(f"hot spare: {r['handovers']} failures handed to a standby already started")
+    if r.get("loader_rebuilds"):
+        lines.append(f"DataLoader rebuilt in place {r['loader_rebuilds']} times (no restart)")
+    if r.get("ckpt_failed"):
+        lines.append(f"saves that failed (disk full): {r['ckpt_failed']}; the previous checkpoint stayed the newest")
+    return ([""] + lines) if lines else []

@@ -16,6 +16,7 @@ from .common import RunControls, big_number, chart_widget, set_big_number
 from .capstone import CapstonePanel  # chapter 10
 from .efficiency import EfficiencyPanel  # chapter 8
 from .pipeline import DepthCalculator, PipelinePanel  # chapter 5
+from .recovery import RecoveryRunPanel  # chapter 6
 from .recovery_at_scale import PolicyPanel, RecoveryPanel  # chapters 2 and 3
 from .run_panel import RunPanel  # chapter 1
 from .scaling import ScalingPanel  # chapter 7
@@ -33,6 +34,7 @@ __all__ = [
     "PipelinePanel",
     "PolicyPanel",
     "RecoveryPanel",
+    "RecoveryRunPanel",
     "RunControls",
     "RunPanel",
     "ScalingPanel",
