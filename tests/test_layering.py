@@ -74,6 +74,9 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("goodputlab.engine.merge", 2),
     ("goodputlab.engine.recorder", 2),
     ("goodputlab.engine.recording", 2),
+    ("goodputlab.distributed.launch", 2),  # the torchrun command line and the rules of a distributed run
+    ("goodputlab.distributed.straggler", 2),
+    ("goodputlab.distributed.joblog", 2),  # the job's event log made from its ranks' logs
     ("goodputlab.recovery.modes", 2),
     ("goodputlab.recovery.booking", 2),
     ("goodputlab.recovery.watchdog", 2),
@@ -84,6 +87,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("goodputlab.pipeline", 3),
     ("goodputlab.checkpoints", 3),
     ("goodputlab.engine.worker", 3),
+    ("goodputlab.distributed", 3),  # ranks, batch shards, DDP/FSDP, sharded checkpoints, the rank's worker
     ("goodputlab.efficiency", 3),  # the sweep trains; the package offers it (loaded on first use)
     ("goodputlab.serving.kv", 3),
     ("goodputlab.serving.engine", 3),
@@ -91,6 +95,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("goodputlab.recovery", 3),  # the worker's side: injection, the loop's hooks, a full disk, the standby
     # 4 launching: start and watch processes
     ("goodputlab.engine", 4),
+    ("goodputlab.distributed.launcher", 4),  # torchrun and its ranks, as the supervisor sees them
     ("goodputlab.serving", 4),  # the launcher, and the package that offers it (loaded on first use)
     ("goodputlab.recovery.injector", 4),
     ("goodputlab.recovery.spare", 4),
@@ -117,10 +122,15 @@ TORCH_MODULES = {
     "goodputlab.checkpoints.state",
     "goodputlab.checkpoints.store",
     "goodputlab.checkpoints.dcp_layout",
+    "goodputlab.checkpoints.dcp_sharded_layout",
     "goodputlab.checkpoints.safe_unpickle",
     "goodputlab.checkpoints.strategies.dcp",
     "goodputlab.checkpoints.ram_tier",
     "goodputlab.engine.worker",
+    "goodputlab.distributed.ranks",
+    "goodputlab.distributed.parallel",
+    "goodputlab.distributed.sharded",
+    "goodputlab.distributed.worker",
     "goodputlab.experiments.checkpoint_stall",
     "goodputlab.efficiency.sweep",
     "goodputlab.serving.kv",

@@ -35,9 +35,11 @@ examples:
       a slow input pipeline: 20 ms per batch, 2 loader workers 4 batches ahead
   goodputlab run --ckpt memory --memory-disk-every 4 --ckpt-every auto --mtbf 6 --out runs/r4
       a RAM tier with every 4th save on disk, the interval from Daly's formula
+  goodputlab run --nproc 2 --mtbf 30 --straggler-rank 1 --straggler-prob 0.5 --out runs/r5
+      2 ranks under torchrun: a failure kills one rank, rank 1 straggles on half its steps
   goodputlab run --resume runs/r1
       continue a stopped run from its newest valid checkpoint, in the same event log
-  goodputlab run --hot-spare --mtbf 8 --failure-mode hang --hang-timeout 2 --out runs/r5
+  goodputlab run --hot-spare --mtbf 8 --failure-mode hang --hang-timeout 2 --out runs/r6
       hung workers, caught by the watchdog, replaced by a standby that is already warm
 """
 
@@ -108,6 +110,17 @@ def config_from(args: argparse.Namespace) -> RunConfig:
     return RunConfig(**given_settings(args))
 
 
+def _ranks_fit_the_gpus(config: RunConfig) -> None:
+    """Ranks on GPUs take one GPU each (NCCL cannot put two ranks on one): refuse more ranks than GPUs."""
+    if config.nproc > 1 and config.device in ("cuda", "auto"):
+        from ..training.objects import cuda_device_count
+
+        gpus = cuda_device_count()
+        if gpus and config.nproc > gpus:
+            raise ConfigError("nproc", config.nproc, f"at most one rank per GPU: 1 to {gpus} (torch sees {gpus} here; "
+                              "--device cpu runs more ranks on the CPU)")
+
+
 def run_command(args: argparse.Namespace) -> int:
     """Run the experiment the flags describe; print the breakdown (or the summary as JSON)."""
     resume_dir = args.resume if isinstance(args.resume, str) else None
@@ -131,6 +144,7 @@ def run_command(args: argparse.Namespace) -> int:
 
         if not cuda_available():
             raise ConfigError("device", "cuda", "auto or cpu: torch sees no CUDA device here")
+    _ranks_fit_the_gpus(config)
     result = _run_reporting_trouble(config, out, args)
     if not isinstance(result, int):
         summary = result.summary

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from .. import validate
 from ..checkpoints import registry
+from ..distributed import launch
 from ..errors import ConfigError, check
 from ..theory.data_stall import DEFAULT_PREFETCH
 from ..recovery.modes import FAILURE_MODES, KILL, LOADER_DEATH, describe_modes
@@ -35,11 +36,11 @@ MAX_WORKERS = 64  # DataLoader processes, each a fork of the training process
 MAX_PREFETCH = 256  # batches each worker loads ahead
 MAX_DELAY_S = 86_400.0  # a day; time.sleep overflows near 2**63 ns
 MAX_PER_BATCH_MS = 60_000.0  # a minute of emulated latency or transform per batch
-MAX_STRAGGLER_FACTOR = 100.0  # a step 100 times its time; more is a hang, not a straggler
+MAX_STRAGGLER_FACTOR = launch.MAX_STRAGGLER_FACTOR  # a step 100 times its time; more is a hang, not a straggler
 DEFAULT_HANG_TIMEOUT_S = 5.0  # the watchdog's timeout when --failure-mode hang gives none
 
 #: The groups of ``goodputlab run --help``, in order.
-GROUPS = ("training", "checkpoints", "failures", "input pipeline", "output")
+GROUPS = ("training", "checkpoints", "failures", "distributed", "input pipeline", "output")
 
 
 def setting(
@@ -157,16 +158,46 @@ class RunConfig:
         "failures", "SECONDS", default_text=f"{DEFAULT_HANG_TIMEOUT_S:g} with --failure-mode hang, else none",
     )
     straggler_prob: float = setting(
-        0.0, "share of steps slowed down (stragglers)",
-        validate.Number(0, 1, text="a share between 0 and 1"), "failures", "P",
+        0.0, "share of steps a straggler slows (the same steps in every attempt); 0: none",
+        validate.Number(0, 1, text="a share of steps between 0 and 1 (0: no straggler, 1: every step)"),
+        "failures", "SHARE",
     )
     straggler_factor: float = setting(
-        2.0, "a slowed step takes this many times its time",
-        validate.Number(1, MAX_STRAGGLER_FACTOR, text=f"a factor between 1 and {MAX_STRAGGLER_FACTOR:g}"), "failures", "F",
+        2.0, "a slowed step takes this many times as long (its forward and backward)",
+        validate.Number(1, MAX_STRAGGLER_FACTOR, text=f"a number between 1 and {MAX_STRAGGLER_FACTOR:g} (1: not slowed)"),
+        "failures", "FACTOR",
     )
     hot_spare: bool = setting(
         False, "keep a started worker waiting: at a failure it takes over, no new process to start",
         validate.Boolean(), "failures",
+    )
+
+    # --- distributed (goodputlab.distributed; the rules between them: launch.check_scale_out)
+    nproc: int = setting(
+        1, "ranks on this machine: more than 1 trains data-parallel under torchrun (gloo on CPU, NCCL on CUDA); "
+        "--mtbf is then each rank's", validate.Whole(1, launch.MAX_NPROC, unit="ranks"), "distributed", "N",
+    )
+    nnodes: int = setting(
+        1, "machines in the job (each runs --nproc ranks and this command)",
+        validate.Whole(1, launch.MAX_NNODES, unit="machines"), "distributed", "N",
+    )
+    node_rank: int | None = setting(
+        None, "this machine's fixed number in a job of several (torchrun's static rendezvous)",
+        validate.Optional(validate.Whole(0)), "distributed", "N", default_text="numbered by the rendezvous",
+    )
+    rdzv_endpoint: str | None = setting(
+        None, "HOST:PORT of the rendezvous every machine can reach (needed with --nnodes > 1)",
+        validate.Optional(validate.Satisfies(launch.endpoint_parses, launch.ENDPOINT_ALLOWED)), "distributed",
+        "HOST:PORT", default_text="a private one on this machine",
+    )
+    launcher: str = setting(
+        "auto", "auto: torchrun from 2 ranks on, else one worker process; torchrun: always (one rank too)",
+        validate.Choice(launch.LAUNCHERS), "distributed", "NAME",
+    )
+    straggler_rank: int | None = setting(
+        None, "the rank that straggles (--straggler-prob and --straggler-factor say how)",
+        validate.Optional(validate.Whole(0)), "distributed", "RANK",
+        default_text="every rank, each on draws of its own",
     )
 
     # --- input pipeline
@@ -306,6 +337,7 @@ def _loader_death_needs_workers(c: RunConfig) -> None:
 _RULES_BETWEEN_FIELDS: dict[str, Callable[[RunConfig], None]] = {
     "batch_size": _batch_size_fits_the_data,
     "kill_at_steps": _kills_inside_the_run,
+    "straggler_rank": launch.check_scale_out,  # the last distributed field: the launch, the batch split, ckpt
     "prefetch": _prefetch_needs_workers,
     "persistent_workers": _persistent_workers_need_workers,
     "workers": _loader_death_needs_workers,

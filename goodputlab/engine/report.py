@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..categories import CATEGORIES, MEANINGS
+from ..categories import CATEGORIES, MEANINGS, STRAGGLER_WAIT
 
 _BAR = 30  # characters for a 100% bar
+
+
+def _nobody_to_wait_for(cat: str, summary: dict[str, Any]) -> bool:
+    """``straggler_wait`` of a one-process run: always zero, left out of its table."""
+    return cat == STRAGGLER_WAIT and summary["buckets"].get(cat, 0.0) == 0 and summary.get("world_size", 1) <= 1
 
 
 def breakdown_table(summary: dict[str, Any], legend: bool = True) -> str:
@@ -22,15 +27,16 @@ def breakdown_table(summary: dict[str, Any], legend: bool = True) -> str:
         "",
         f"{'category':<20}{'seconds':>10}{'share':>9}",
     ]
-    for cat in CATEGORIES:
-        sec = summary["buckets"][cat]
+    shown = [c for c in CATEGORIES if not _nobody_to_wait_for(c, summary)]
+    for cat in shown:
+        sec = summary["buckets"].get(cat, 0.0)
         share = sec / wall if wall > 0 else 0.0
         lines.append(f"{cat:<20}{sec:>10.3f}{share:>9.1%}  {'#' * round(share * _BAR)}")
     total = sum(summary["buckets"].values())
     lines.append(f"{'total':<20}{total:>10.3f}{(total / wall if wall else 0):>9.1%}")
     if legend:
         lines.append("")
-        lines += [f"  {cat:<18}{MEANINGS[cat]}" for cat in CATEGORIES]
+        lines += [f"  {cat:<20}{MEANINGS[cat]}" for cat in shown]
     auto = summary.get("auto_interval")
     if auto:
         lines.append("")

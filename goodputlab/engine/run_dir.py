@@ -1,7 +1,7 @@
 """The run folder (``--out``): which folders a run may use, the lock that makes it one run's, and cleanup.
 
 A run writes ``config.json``, ``events.jsonl``, ``summary.json``, ``ckpt/`` and
-``logs/`` (and keeps the generated data in ``data/``). Rules, so that a run
+``logs/`` (and, with several ranks, ``ranks/``) (and keeps the generated data in ``data/``). Rules, so that a run
 never deletes what it did not create:
 
 * a new or empty folder is used as it is;
@@ -38,7 +38,7 @@ from ..safe_io import FileLock, LockHeld, UnsafeFileError, is_link, open_regular
 MARKER = ".goodputlab-run"  # marks a run folder; flock-ed by the run using it
 RESERVE = ".goodputlab-reserve"  # disk space set aside for the end of the run
 RESERVE_BYTES = 1 << 20  # the last events, the worker's log tail and summary.json: a few kB
-RUN_ARTIFACTS = ("ckpt", "logs", "events.jsonl", "summary.json", "config.json", RESERVE, BALLAST)
+RUN_ARTIFACTS = ("ckpt", "logs", "ranks", "events.jsonl", "summary.json", "config.json", RESERVE, BALLAST)
 #: What a resumed run keeps of the session before: its checkpoints, and its event log and logs, which it appends to.
 RESUME_KEEPS = ("ckpt", "logs", "events.jsonl")
 _DATA_TEMPORARY = re.compile(r"^tokens-.*\.tmp\d+$")  # goodputlab.pipeline.loader.data_file's temporary names

@@ -14,6 +14,9 @@ what they measured, and puts a model of :mod:`goodputlab.theory` beside them:
   from the ledger, the stall model calibrated, the DS-Analyzer anatomy (chapter 5);
 - :mod:`~goodputlab.experiments.recovery`: incomplete checkpoints against complete ones,
   the failure modes, the hot spare against a cold restart (chapter 6).
+- :mod:`~goodputlab.experiments.scaling`: the same work on one and on several ranks, a
+  straggler's cost and a sharded save's per rank against the models, the simulator on a
+  run's measured costs (chapter 7).
 
 Importing this package is cheap: the modules load on first use, and torch only
 where a measurement trains.
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import importlib
 
-_MODULES = ("checkpoint_stall", "data_stall", "interval_sweep", "recovery", "strategy_compare")
+_MODULES = ("checkpoint_stall", "data_stall", "interval_sweep", "recovery", "scaling", "strategy_compare")
 
 
 def __getattr__(name: str):

@@ -19,6 +19,7 @@ from .pipeline import DepthCalculator, PipelinePanel  # chapter 5
 from .recovery import RecoveryRunPanel  # chapter 6
 from .recovery_at_scale import PolicyPanel, RecoveryPanel  # chapters 2 and 3
 from .run_panel import RunPanel  # chapter 1
+from .scaling import ScalingPanel  # chapter 7
 from .serving import ServingPanel  # chapter 9
 from .theory import CheckpointCalculator, ClusterPanel, IntervalPanel  # chapters 2 and 3
 
@@ -37,6 +38,7 @@ __all__ = [
     "RecoveryRunPanel",
     "RunControls",
     "RunPanel",
+    "ScalingPanel",
     "ServingPanel",
     "big_number",
     "chart_widget",
