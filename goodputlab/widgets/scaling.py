@@ -19,7 +19,7 @@ import ipywidgets as W
 from ..charts import scaling as scaling_charts
 from ..errors import ConfigError
 from ..theory import SimConfig, SimResult, scaling, simulate
-from .common import big_number, chart_widget, set_big_number
+from .common import big_number, chart_widget, set_big_number, show_panel
 
 _STYLE = {"description_width": "200px"}
 _LAYOUT = W.Layout(width="470px")
@@ -129,9 +129,7 @@ class ScalingPanel:
         return self.results
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        show_panel(self.widget)
 
     def state(self) -> dict[str, Any]:
         """The sliders' values (for a chapter to record)."""
