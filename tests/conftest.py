@@ -4,6 +4,7 @@ reference runs that several tests inspect are made once per session."""
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -14,6 +15,12 @@ from goodputlab.engine.events import read_events
 from goodputlab.engine.supervisor import run_supervised
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# The stop-signal tests send Ctrl-C and SIGHUP to real processes. A suite started in the background
+# (`cmd &` in a script, `nohup`) inherits SIGINT and SIGHUP ignored, and so would every process it
+# starts: the tests would then see runs that cannot be interrupted. Give them the default actions.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def real_run(out: Path, **settings):
