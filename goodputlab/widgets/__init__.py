@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from .checkpoints import CheckpointPanel  # chapter 4
 from .common import RunControls, big_number, chart_widget, set_big_number
+from .dashboard import WorkshopDashboard  # the workshop's dashboard (labs/dashboard.ipynb)
 from .efficiency import EfficiencyPanel  # chapter 8
 from .pipeline import DepthCalculator, PipelinePanel  # chapter 5
 from .run_panel import RunPanel  # chapter 1
@@ -30,6 +31,7 @@ __all__ = [
     "RunControls",
     "RunPanel",
     "ServingPanel",
+    "WorkshopDashboard",
     "big_number",
     "chart_widget",
     "set_big_number",
