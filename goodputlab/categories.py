@@ -25,6 +25,18 @@ CATEGORIES: tuple[str, ...] = (
     OTHER,
 )
 
+#: One line per category for a reader: what the seconds in it were spent on.
+MEANINGS: dict[str, str] = {
+    PRODUCTIVE: "computing steps that survive into the final model",
+    DATA_WAIT: "the training loop waiting for its next batch",
+    CHECKPOINT_SAVE: "the part of each save that blocks training",
+    CHECKPOINT_RESTORE: "loading a checkpoint after a restart",
+    LOST_WORK: "computing steps a failure later threw away",
+    RESTART: "from a failure until the new worker can train (kill, relaunch, set-up)",
+    STARTUP: "from the first launch to the first step",
+    OTHER: "everything else (step bookkeeping, logging, teardown)",
+}
+
 #: Colours used by every chart, so a category looks the same everywhere.
 COLORS: dict[str, str] = {
     PRODUCTIVE: "#2ca02c",

@@ -141,7 +141,14 @@ def test_cli_runs_the_memory_strategy_with_an_auto_interval(cli, cli_env, tmp_pa
     assert summary["config"]["ckpt"] == "memory" and summary["config"]["ckpt_every"] == "auto"
     events = read_events(out / "events.jsonl")
     assert [e["source"] for e in events if e["kind"] == "restored"] == ["memory"]
-    assert any(e["kind"] == "ckpt_interval" for e in events)
+    last = [e for e in events if e["kind"] == "ckpt_interval"][-1]
+    assert summary["auto_interval"] == {k: last[k] for k in ("interval_s", "save_s", "mtbf_s", "failures_seen")}
+    # the table says which interval the run chose, and from what
+    from goodputlab.engine.report import breakdown_table
+
+    table = breakdown_table(summary)
+    assert f"--ckpt-every auto: last chose {last['interval_s']:.3g} s between saves" in table
+    assert f"after {last['failures_seen']} failures" in table
 
 
 def test_auto_interval_chart_draws_every_decision_the_optimum_and_the_failures():

@@ -86,6 +86,9 @@ def test_run_prints_a_breakdown_and_writes_the_files(cli, cli_env, tmp_path):
     for cat in ("productive", "data_wait", "checkpoint_save", "checkpoint_restore", "lost_work", "restart", "startup", "other"):
         assert cat in stdout
     assert "goodput" in stdout and "failures 1" in stdout
+    # a legend says what each category's seconds were spent on
+    assert "computing steps a failure later threw away" in stdout and "from the first launch to the first step" in stdout
+    assert "--ckpt-every auto" not in stdout  # a fixed interval has no auto line
     summary = json.loads((out / "summary.json").read_text())
     assert summary["failures"] == 1 and summary["completed"]
     assert (out / "events.jsonl").stat().st_size > 0

@@ -189,7 +189,7 @@ def summarize(events: Iterable[dict], config: dict[str, Any]) -> dict[str, Any]:
 
     Keys: ``goodput, wall_s, buckets, failures, checkpoints, steps_completed,
     steps_executed, final_loss, initial_loss, final_state_sha256, completed,
-    stop_reason, attempts, config`` and details of the worker.
+    stop_reason, attempts, auto_interval, config`` and details of the worker.
     """
     log = _read(events)
     ledger, survivors, events = _ledger(log), log.survivors, log.in_order
@@ -198,6 +198,7 @@ def summarize(events: Iterable[dict], config: dict[str, Any]) -> dict[str, Any]:
     end = next((e for e in reversed(events) if e["kind"] == E.SUP_END), {})
     info = next((e for e in events if e["kind"] == E.M_WORKER_INFO), {})
     steps_completed = config["steps"] if ledger.completed else int(end.get("resume_step", 0))
+    auto = next((e for e in reversed(events) if e["kind"] == E.M_CKPT_INTERVAL), None)
     return {
         "goodput": ledger.goodput,
         "wall_s": ledger.wall_s,
@@ -218,6 +219,10 @@ def summarize(events: Iterable[dict], config: dict[str, Any]) -> dict[str, Any]:
         "model_params": info.get("params"),
         "state_bytes": info.get("state_bytes"),
         "torch_version": info.get("torch"),
+        # --ckpt-every auto: the last interval the run chose and the estimates behind it
+        "auto_interval": (
+            {k: auto[k] for k in ("interval_s", "save_s", "mtbf_s", "failures_seen") if k in auto} if auto else None
+        ),
         "config": config,
     }
 

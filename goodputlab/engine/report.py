@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..categories import CATEGORIES
+from ..categories import CATEGORIES, MEANINGS
 
 _BAR = 30  # characters for a 100% bar
 
 
-def breakdown_table(summary: dict[str, Any]) -> str:
-    """A readable table of where the wall time went, with a bar per category."""
+def breakdown_table(summary: dict[str, Any], legend: bool = True) -> str:
+    """A readable table of where the wall time went, with a bar per category.
+
+    ``legend`` adds one line per category saying what its seconds were spent on.
+    """
     wall = summary["wall_s"]
     lines = [
         f"goodput {summary['goodput']:.1%}   wall {wall:.2f} s   failures {summary['failures']}   "
@@ -25,6 +28,17 @@ def breakdown_table(summary: dict[str, Any]) -> str:
         lines.append(f"{cat:<20}{sec:>10.3f}{share:>9.1%}  {'#' * round(share * _BAR)}")
     total = sum(summary["buckets"].values())
     lines.append(f"{'total':<20}{total:>10.3f}{(total / wall if wall else 0):>9.1%}")
+    if legend:
+        lines.append("")
+        lines += [f"  {cat:<18}{MEANINGS[cat]}" for cat in CATEGORIES]
+    auto = summary.get("auto_interval")
+    if auto:
+        lines.append("")
+        lines.append(
+            f"--ckpt-every auto: last chose {auto['interval_s']:.3g} s between saves "
+            f"(Daly's interval for a save of {1000 * auto['save_s']:.3g} ms and an estimated MTBF of "
+            f"{auto['mtbf_s']:.3g} s after {auto['failures_seen']} failures)"
+        )
     if summary.get("initial_loss") is not None and summary.get("final_loss") is not None:
         lines.append("")
         lines.append(f"loss {summary['initial_loss']:.3f} -> {summary['final_loss']:.3f}")
