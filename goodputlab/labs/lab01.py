@@ -53,7 +53,16 @@ def check_lost_executions(answer: Any, result: RunResult) -> CheckResult:
     if answer == expected:
         return CheckResult(name, True, f"{len(expected)} executions were lost, as the ledger says")
     missing, extra = expected - answer, answer - expected
-    hint = "the step cut short by the kill counts too" if missing else "an execution survives when no later attempt ran its step again"
+    lost_steps = {s for _, s in expected}
+    finished = {(e["attempt"], e["step"]) for e in result.events if e["kind"] == "step_end"}
+    if extra and all(s in lost_steps and any(a > la for la, ls in expected if ls == s) for a, s in extra):
+        hint = "those are the re-executions, and they survive; the lost ones are the executions a later attempt repeated"
+    elif missing and any(x not in finished for x in missing):
+        hint = "the step cut short by the kill counts too"
+    elif missing:
+        hint = "every execution a later attempt repeated is lost, not only the last one"
+    else:
+        hint = "an execution survives when no later attempt ran its step again"
     return CheckResult(name, False, f"{len(missing)} lost executions missing, {len(extra)} listed that survived ({hint})")
 
 

@@ -65,18 +65,21 @@ def check_wait_share(answer: Any, result: RunResult) -> CheckResult:
     from ..experiments.data_stall import loop_stats
 
     name = check_wait_share.check_name
-    share = as_share(answer, "a share of the loop")
+    value = as_number(answer, "a share of the loop")
     loop = loop_stats(result)
     expected = loop.wait_share
     b = result.buckets
-    if near(share, expected, 0.03, 0.002):
-        return CheckResult(name, True, f"{share:.1%} of the loop waiting for data")
-    mistake = diagnose(share, [
+    if near(value, expected, 0.03, 0.002):
+        return CheckResult(name, True, f"{value:.1%} of the loop waiting for data")
+    mistake = diagnose(value, [
         (b["data_wait"] / result.summary["wall_s"],
          "that divides by the whole wall time, start-up and saves included; the question is about the training loop"),
         (b["data_wait"] / max(b["productive"], 1e-9), "that is data wait over compute; divide by the loop (data wait + compute)"),
     ], 0.03)
-    return CheckResult(name, False, mistake or f"{share:.3f} is {direction(share, expected)}")
+    if mistake:
+        return CheckResult(name, False, mistake)
+    share = as_share(value, "a share of the loop")
+    return CheckResult(name, False, f"{share:.3f} is {direction(share, expected)}")
 
 
 @check("memory of the pipeline", "batch bytes x workers x prefetch, twice that with pinned memory")

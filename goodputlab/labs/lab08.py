@@ -65,7 +65,8 @@ def check_noise_scale(answer: Any, small_sq: Any, big_sq: Any, b_small: int, b_b
     g_each, t_each = simple_noise_estimates(np.asarray(small_sq), np.asarray(big_sq), b_small, b_big)
     with np.errstate(divide="ignore", invalid="ignore"):
         mean_of_ratios = float(np.mean(t_each / g_each))
-    swapped = simple_noise_scale(big_sq, small_sq, b_small, b_big)
+    g_swapped, t_swapped = simple_noise_estimates(np.mean(big_sq), np.mean(small_sq), b_small, b_big)
+    swapped = t_swapped / g_swapped if g_swapped else math.nan
     mistake = diagnose(value, [
         (mean_of_ratios, "that is the mean of each draw's ratio; one draw's |G|^2 can be near zero or negative: "
                          "average the norms first, then take one ratio"),
