@@ -10,7 +10,7 @@ places that run no kernel. The run charts (:func:`timeline`, :func:`breakdown`,
 
 from __future__ import annotations
 
-from . import checkpoints, cluster, efficiency, pipeline, runs, serving, theory
+from . import checkpoints, cluster, efficiency, figures, pipeline, runs, serving, theory
 from .base import CATEGORY_SCALE, save_png, setup_notebook
 from .runs import breakdown, loss_curve, timeline
 
@@ -20,6 +20,7 @@ __all__ = [
     "checkpoints",
     "cluster",
     "efficiency",
+    "figures",
     "loss_curve",
     "pipeline",
     "runs",

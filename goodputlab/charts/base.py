@@ -16,8 +16,15 @@ CATEGORY_SCALE = alt.Scale(domain=list(CATEGORIES), range=[COLORS[c] for c in CA
 
 
 def setup_notebook() -> None:
-    """Draw charts offline in Jupyter: Altair's ``jupyter`` renderer with vl-convert's JavaScript."""
+    """Draw charts offline in Jupyter: Altair's ``jupyter`` renderer with vl-convert's JavaScript.
+
+    With ``GOODPUTLAB_FIGURES`` set (``make figures``), every chart shown is also written as SVG
+    and PNG (:mod:`goodputlab.charts.figures`).
+    """
+    from .figures import enable_from_environment
+
     alt.renderers.enable("jupyter", offline=True)
+    enable_from_environment()
 
 
 def save_png(chart: alt.TopLevelMixin, path, scale: float = 2.0) -> None:
