@@ -1,5 +1,7 @@
 """Chapter 3: the worked example, the exact model and the simulator, and a measured sweep against the lab model."""
 
+import math
+
 import pytest
 
 pytestmark = pytest.mark.notebooks
@@ -40,3 +42,32 @@ def test_chapter_3_measured_sweep(executed_notebook):
         assert abs(measured - expected) < 4 * se
     assert m["sweep_failures"] >= 1
     assert m["breakdown_sum"] == pytest.approx(1.0)
+
+
+def test_chapter_3_corrected_figures(executed_notebook):
+    _, m, _ = executed_notebook(CHAPTER)
+    # a large restart: first order is pessimistic (1 - R/M <= exp(-R/M)), 73.1% against 76.3%
+    assert m["r30_first_order"] == pytest.approx(0.731, abs=0.0005) and m["r30_exact"] == pytest.approx(0.763, abs=0.0005)
+    assert m["r30_first_order"] < m["r30_exact"]
+    # the lab's 3 s relaunch at 8 s is a 63-minute restart at Llama 3's 2.78-hour MTBF (3/8 x 2.78 h)
+    assert m["lab_restart_at_scale_min"] == pytest.approx(62.6, abs=0.1)
+    # chapter 2's 5-minute restart (and 1-minute restore) at the lab's 8 s MTBF: about a quarter of a second
+    assert m["chapter2_in_lab_s"] == pytest.approx([0.240, 0.288], abs=0.001)
+
+
+def test_chapter_3_non_poisson_and_the_timer(executed_notebook):
+    _, m, _ = executed_notebook(CHAPTER)
+    opt = {float(k): v for k, v in m["shape_optima"].items()}
+    assert opt[1.0]["interval_s"] == pytest.approx(m["daly_s"], rel=0.01)  # the renewal optimum is Daly's for Poisson
+    # clustered failures (shape < 1), same mean: a longer best interval and a higher goodput; wear-out the reverse
+    assert opt[0.5]["interval_s"] > opt[0.7]["interval_s"] > opt[1.0]["interval_s"] > opt[2.0]["interval_s"]
+    assert opt[0.5]["goodput"] > opt[1.0]["goodput"] > opt[2.0]["goodput"]
+    sim = {float(k): v for k, v in m["shape_sim"].items()}
+    for k, g in sim.items():
+        assert g == pytest.approx(opt[k]["goodput"], abs=0.005)  # the simulator with Weibull gaps agrees
+    assert m["progress_half"] == pytest.approx(0.771, abs=0.001) and m["timer_half"] == pytest.approx(0.787, abs=0.001)
+    assert m["policy_panel"]["progress"] == pytest.approx(m["progress_half"])
+    for row in m["policy_sim"]:  # 20,000 simulated failures each
+        x = row["x"]
+        exact = x / math.expm1(x) if row["policy"].startswith("progress") else -math.expm1(-x) / x
+        assert row["goodput"] == pytest.approx(exact, abs=0.02)

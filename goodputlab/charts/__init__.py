@@ -1,4 +1,5 @@
-"""Altair charts, one module per subject: runs, theory, cluster, checkpoints, pipeline, efficiency, serving.
+"""Altair charts, one module per subject: runs, theory, cluster, checkpoints, durability, pipeline, recovery,
+efficiency, serving, capstone.
 
 Every chart is a plain function returning an Altair chart built from tidy rows, so a
 widget redraws it by assigning ``JupyterChart.chart``. In a notebook call
@@ -10,19 +11,22 @@ places that run no kernel. The run charts (:func:`timeline`, :func:`breakdown`,
 
 from __future__ import annotations
 
-from . import checkpoints, cluster, efficiency, figures, pipeline, runs, serving, theory
+from . import capstone, checkpoints, cluster, durability, efficiency, figures, pipeline, recovery, runs, serving, theory
 from .base import CATEGORY_SCALE, save_png, setup_notebook
 from .runs import breakdown, loss_curve, timeline
 
 __all__ = [
     "CATEGORY_SCALE",
     "breakdown",
+    "capstone",
     "checkpoints",
     "cluster",
+    "durability",
     "efficiency",
     "figures",
     "loss_curve",
     "pipeline",
+    "recovery",
     "runs",
     "save_png",
     "serving",

@@ -101,7 +101,7 @@ def goodput_curve(
     height: int = 300,
     title: str | None = None,
 ) -> alt.LayerChart:
-    """The U-shaped goodput-versus-interval curve, first-order and Daly, with the optima marked.
+    """The goodput-versus-interval curve (an upside-down U), first-order and Daly, with the optima marked.
 
     x: checkpoint interval in minutes (log scale); y: goodput. Young's and
     Daly's optima are vertical rules; ``chosen_interval_s`` adds a point on

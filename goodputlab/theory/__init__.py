@@ -15,6 +15,20 @@ What lives here, each a module:
   reached as ``theory.data_stall`` (its names are not repeated here);
 - :mod:`~goodputlab.theory.units`: seconds per hour and day, durations in words.
 
+Reached as namespaces (``gl.theory.renewal.periodic_goodput``), their names not repeated here:
+
+- :mod:`~goodputlab.theory.frame`: Google's ML Productivity Goodput, Meta's
+  effective training time ratio and MFU, read off a ledger;
+- :mod:`~goodputlab.theory.renewal`: exact goodput of periodic checkpointing
+  for Poisson and Weibull failures, with an async save's lag to durable;
+- :mod:`~goodputlab.theory.checkpoint_tiers`: a RAM tier that a node loss
+  takes with it, a storage copy every k-th save (exact chain, Monte Carlo);
+- :mod:`~goodputlab.theory.recovery_at_scale`: detection, hot spares, failure
+  domains, the wall-clock timer against the progress policy;
+- :mod:`~goodputlab.theory.checkpoint_cost`: bytes per parameter, sharding and
+  bandwidth: the save and restore cost of a real model;
+- :mod:`~goodputlab.theory.capstone`: every lever in one model of a cluster.
+
 Everything is importable from here (``from goodputlab import theory;
 theory.young_interval(60, 10_000)``). Only numpy is imported, never torch, and
 nothing here starts a process: the experiments (:mod:`goodputlab.experiments`)
@@ -23,7 +37,7 @@ set real runs beside these models.
 
 from __future__ import annotations
 
-from . import data_stall
+from . import capstone, checkpoint_cost, checkpoint_tiers, data_stall, frame, recovery_at_scale, renewal
 from .closed_forms import (
     daly_expected_wall_time,
     daly_goodput,
@@ -83,6 +97,9 @@ __all__ = [
     "SimConfig",
     "SimResult",
     "cluster_mtbf",
+    "capstone",
+    "checkpoint_cost",
+    "checkpoint_tiers",
     "compact_duration",
     "data_stall",
     "daly_expected_wall_time",
@@ -92,6 +109,7 @@ __all__ = [
     "exact_goodput_free",
     "expected_failures",
     "expected_goodput",
+    "frame",
     "human_duration",
     "llama3_cause_table",
     "llama3_cost_grid",
@@ -101,6 +119,8 @@ __all__ = [
     "p_any_failure",
     "predict_run",
     "predict_run_goodput",
+    "recovery_at_scale",
+    "renewal",
     "replay_run",
     "simulate",
     "textbook_goodput",

@@ -154,10 +154,15 @@ def expected_goodput(
       Worked example, 2-hour interval (tau/M = 0.72): first order 0.642, exact
       0.684; 30 minutes (tau/M = 0.18): 0.910 vs 0.913. At tau = M first order
       says 0.50, exact 0.58; at tau = 2M first order says 0, exact 0.31.
-    - ``R`` not small against ``M``: failures during the restart restart it,
-      which first order ignores (optimistic). With M = 2.79 h, tau = 30 min,
-      free saves: R = 30 min gives 0.731 (first order) vs 0.763 (exact);
-      R = M gives 0 vs 0.336.
+    - ``R`` not small against ``M``: first order is pessimistic here too. It
+      charges a full restart to ``1/M`` failures per second of *wall* time,
+      but a failure that strikes while the job is already recovering only
+      prolongs that recovery. Daly's model counts those restarts of restarts
+      (its factor ``exp(R/M)`` on the wall time) and still loses less:
+      ``1 - R/M <= exp(-R/M)``. With M = 2.79 h, tau = 30 min, free saves:
+      R = 30 min gives 0.731 (first order) vs 0.763 (exact); R = M gives 0
+      vs 0.336, where the straight line has crashed to zero while the job
+      still makes progress.
     - ``delta`` comparable to ``tau``: the save is counted as ``delta/tau``
       of the time instead of ``delta/(tau + delta)``, and failures during the
       save are ignored. tau = delta = 10 min, M = 2.79 h, R = 0: first order

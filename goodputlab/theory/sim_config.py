@@ -46,7 +46,11 @@ class SimConfig:
     ``startup_s`` first launch to first step; ``hot_spares`` how many failures
     are absorbed by warm standby devices, each costing ``spare_restart_s``
     instead of ``restart_s``; ``data_stall_fraction`` the share of surviving
-    compute spent waiting for input; ``trials`` independent runs; ``seed``.
+    compute spent waiting for input; ``failure_shape`` the Weibull shape of the
+    time between the job's failures (1: Poisson; below 1 a job that has just
+    restarted is more likely to fail again; the clock restarts at every
+    failure, a renewal process with mean ``job_mtbf_s``, see
+    :mod:`goodputlab.theory.renewal`); ``trials`` independent runs; ``seed``.
     """
 
     devices: int
@@ -64,6 +68,7 @@ class SimConfig:
     hot_spares: int = 0
     spare_restart_s: float | None = None
     data_stall_fraction: float = 0.0
+    failure_shape: float = 1.0
     trials: int = 1000
     seed: int = 0
 
@@ -83,6 +88,10 @@ class SimConfig:
         else:
             validate.seconds("spare_restart_s", self.spare_restart_s)
         validate.share("data_stall_fraction", self.data_stall_fraction)
+        validate.number(
+            "failure_shape", self.failure_shape, 0.2, 5.0,
+            note="the Weibull shape of the time between failures: 1 is Poisson",
+        )
         validate.whole("trials", self.trials, 1)
         validate.whole("seed", self.seed, 0)
 

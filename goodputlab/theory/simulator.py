@@ -9,7 +9,9 @@ The job's timeline, all times in seconds of wall clock::
   synchronous job stops when any device fails, and the superposition of N
   independent Poisson processes is one Poisson process with rate
   ``N / device_mtbf_s``, so we draw job-level failure gaps directly instead of
-  simulating devices one by one.
+  simulating devices one by one. With ``failure_shape != 1`` the gaps are
+  Weibull with the same mean instead, and the clock restarts at each failure
+  (a renewal process, :mod:`goodputlab.theory.renewal`).
 - ``interval_s`` is useful compute between checkpoints (Daly's tau, the same
   meaning as in :mod:`goodputlab.theory`), excluding the save.
 - A failure can strike in any phase. It loses the compute done since the last
@@ -23,7 +25,8 @@ The job's timeline, all times in seconds of wall clock::
   snapshot), then persists in the background for ``save_s``; it is durable
   only then, and the next save waits for it if it is still running.
 
-Because failures are memoryless, the job between two failures (an *up period*)
+Because the failure clock restarts at every failure (memoryless Poisson
+failures, or a renewal process), the job between two failures (an *up period*)
 is deterministic: given its length we can book every second in closed form.
 So the simulator draws the failure gaps for all trials at once, a chunk of
 failures at a time, and books all up periods of the chunk with array
@@ -167,8 +170,12 @@ def _up_periods(config: SimConfig, trials: _Trials, rng: np.random.Generator, co
     n = active.size
     if math.isinf(config.job_mtbf_s):
         gaps = np.full((n, columns), math.inf)
-    else:
+    elif config.failure_shape == 1.0:
         gaps = rng.standard_exponential((n, columns)) * config.job_mtbf_s
+    else:  # a renewal process: Weibull gaps with the same mean
+        gaps = rng.weibull(config.failure_shape, (n, columns)) * (
+            config.job_mtbf_s / math.gamma(1.0 + 1.0 / config.failure_shape)
+        )
     ends = trials.period_start[active, None] + np.cumsum(gaps, axis=1)
     # Each period starts where the previous one ended, so the lengths
     # telescope exactly to the wall time (ledger closure).

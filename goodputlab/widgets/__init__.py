@@ -13,14 +13,17 @@ from __future__ import annotations
 
 from .checkpoints import CheckpointPanel  # chapter 4
 from .common import RunControls, big_number, chart_widget, set_big_number
+from .capstone import CapstonePanel  # chapter 10
 from .dashboard import WorkshopDashboard  # the workshop's dashboard (labs/dashboard.ipynb)
 from .efficiency import EfficiencyPanel  # chapter 8
 from .pipeline import DepthCalculator, PipelinePanel  # chapter 5
+from .recovery_at_scale import PolicyPanel, RecoveryPanel  # chapters 2 and 3
 from .run_panel import RunPanel  # chapter 1
 from .serving import ServingPanel  # chapter 9
 from .theory import CheckpointCalculator, ClusterPanel, IntervalPanel  # chapters 2 and 3
 
 __all__ = [
+    "CapstonePanel",
     "CheckpointCalculator",
     "CheckpointPanel",
     "ClusterPanel",
@@ -28,6 +31,8 @@ __all__ = [
     "EfficiencyPanel",
     "IntervalPanel",
     "PipelinePanel",
+    "PolicyPanel",
+    "RecoveryPanel",
     "RunControls",
     "RunPanel",
     "ServingPanel",
