@@ -31,7 +31,7 @@ from goodputlab import categories as C
 from goodputlab.engine.api import RunResult
 from goodputlab.engine.ledger import surviving_executions
 from goodputlab.experiments.interval_sweep import measure_timings
-from goodputlab.labs import CheckResult, Scoreboard, lab01, lab02, lab03, lab04, lab05, lab08, lab09
+from goodputlab.labs import CheckResult, Scoreboard, lab01, lab02, lab03, lab04, lab05, lab08, lab09, lab10
 from goodputlab.theory import optimal_ckpt_every, young_interval
 
 from conftest import ROOT
@@ -314,7 +314,53 @@ def lab09_cases() -> list[Case]:
     ]
 
 
-CASES = [c for make in (lab01_cases, lab02_cases, lab03_cases, lab04_cases, lab05_cases, lab08_cases, lab09_cases)
+def lab10_cases() -> list[Case]:
+    tb, save = 70e9 * 14 / 1e12, 70e9 * 14 / 2e11
+    base, faster, stalled = lab10.llama3(), lab10.llama3(restart_s=120.0), lab10.llama3(data_stall_share=0.05)
+    saved = base.gpu_hours_lost_per_day - faster.gpu_hours_lost_per_day
+    b = stalled.breakdown
+    ettr = 1 - b[C.LOST_WORK] - b[C.RESTART] - b[C.CHECKPOINT_RESTORE]
+    t = measure_timings(rec("lab01").events)
+    m = base.scenario.job_mtbf_s
+    return [
+        Case(10, 1, lab10.check_checkpoint_tb, right=tb, mistakes=[
+            ("counting the gradients (16 bytes per parameter)", 70e9 * 16 / 1e12, "gradients"),
+            ("the bf16 weights alone", 70e9 * 2 / 1e12, "weights alone"),
+            ("forgetting the fp32 master copy", 70e9 * 10 / 1e12, "master copy"),
+            ("answering in GB", tb * 1000, "gigabytes"),
+        ]),
+        Case(10, 2, lab10.check_save_s, right=save, mistakes=[
+            ("one rank's share at the whole system's bandwidth", save / 2048, "one rank's share"),
+            ("writing the gradients too", 70e9 * 16 / 2e11, "gradients"),
+            ("reading 200 GB/s as bits", 8 * save, "bits"),
+            ("answering in minutes", save / 60, "minutes"),
+        ]),
+        Case(10, 3, lab10.check_lever_gpu_hours, args=(base, faster), right=saved, mistakes=[
+            ("what the faster restart still loses, not the difference", faster.gpu_hours_lost_per_day, "*difference*"),
+            ("what the defaults lose", base.gpu_hours_lost_per_day, "subtract"),
+            ("answering in GPU-days", saved / 24, "GPU-days"),
+            ("the change of goodput instead of GPU-hours", faster.goodput - base.goodput, "change of goodput"),
+            ("per GPU instead of the whole cluster", saved / base.scenario.gpus, "per GPU"),
+            ("the subtraction the wrong way round", -saved, "wrong way round"),
+        ]),
+        Case(10, 4, lab10.check_ettr, args=(stalled,), right=ettr, mistakes=[
+            ("the goodput (the productive share)", b[C.PRODUCTIVE], "that is the goodput"),
+            ("charging the data waits", ettr - b[C.DATA_WAIT], "data waits"),
+            ("leaving out only the lost work", 1 - b[C.LOST_WORK], "restarts and the restores"),
+            ("forgetting the restores", 1 - b[C.LOST_WORK] - b[C.RESTART], "restore"),
+            ("a percentage instead of a share", 100 * ettr, "percentage"),
+        ]),
+        Case(10, 5, lab10.check_lab_save_at_cluster, args=(t.save_s, 20.0, base), right=t.save_s / 20.0 * m, mistakes=[
+            ("the ratio save / MTBF itself", t.save_s / 20.0, "ratio save / MTBF itself"),
+            ("the cluster's MTBF in hours", t.save_s / 20.0 * m / 3600, "in hours"),
+            ("the cluster's own save", base.blocking_s, "cluster's own save"),
+            ("the ratio upside down", 20.0 / t.save_s * m, "upside down"),
+        ]),
+    ]
+
+
+CASES = [c for make in (lab01_cases, lab02_cases, lab03_cases, lab04_cases, lab05_cases, lab08_cases, lab09_cases,
+                        lab10_cases)
          for c in make()]
 MISTAKES = [(c, m) for c in CASES for m in c.mistakes]
 
@@ -435,6 +481,13 @@ def test_interval_choice_depends_on_the_save_against_the_step():
     assert lab01.check_interval_choice(1, replace(fast, compute_s=2.0), 90, 20.0).passed
 
 
+def test_lab_10_a_rounded_ettr_is_close_but_not_exact():
+    stalled = lab10.llama3(data_stall_share=0.05)
+    result = lab10.check_ettr(round(stalled.ettr, 3), stalled)
+    assert not result.passed and "without rounding" in result.message
+    assert lab10.check_ettr(stalled.ettr, stalled).passed
+
+
 def test_lab_run_trains_for_real_or_loads_the_recording(tmp_path, capsys):
     recorded = gl.labs.lab_run("no-failures", recorded=True)
     assert "recorded run 'no-failures'" in capsys.readouterr().out
@@ -459,7 +512,7 @@ def test_scoreboard_counts():
 # --- the notebooks -------------------------------------------------------------------------------------------
 
 LABS = sorted(p.name for p in (ROOT / "labs").glob("[0-9][0-9]_*.ipynb"))
-CHECKS_PER_LAB = {"01": 4, "02": 5, "03": 5, "04": 5, "05": 4, "08": 4, "09": 5}
+CHECKS_PER_LAB = {"01": 4, "02": 5, "03": 5, "04": 5, "05": 4, "08": 4, "09": 5, "10": 5}
 
 
 def _cells(path) -> list[tuple[str, str]]:
