@@ -85,7 +85,7 @@ def record(name: str, folder: Path) -> dict:
     title, chapters, settings = RECORDINGS[name]
     with tempfile.TemporaryDirectory(prefix=f"record-{name}-") as tmp:
         result = gl.run(out=Path(tmp) / "run", progress=False, **{
-            k: tuple(v) if k == "kill_at_steps" else v for k, v in settings.items()})
+            k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()})
         dest = folder / name
         if dest.exists():
             shutil.rmtree(dest)

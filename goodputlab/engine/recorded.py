@@ -54,7 +54,7 @@ class Recording:
 
     @property
     def config(self) -> RunConfig:
-        return RunConfig(**{k: tuple(v) if k == "kill_at_steps" else v for k, v in self.settings.items()})
+        return RunConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in self.settings.items()})
 
     def describe(self) -> str:
         return f"{self.name}: {self.title} (goodput {self.goodput:.1%}, {self.failures} failures, {self.wall_s:.0f} s)"
@@ -177,7 +177,7 @@ def nearest_recorded(config: RunConfig | Mapping[str, Any], folder: str | Path |
     """The recording whose settings are closest to ``config`` (strategy, model, interval, failure rate,
     pipeline, storage latency weigh most), with the settings that differ."""
     wanted = config.to_dict() if isinstance(config, RunConfig) else dict(config)
-    wanted_full = RunConfig(**{k: tuple(v) if k == "kill_at_steps" else v for k, v in wanted.items()}).to_dict()
+    wanted_full = RunConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in wanted.items()}).to_dict()
     best: NearestRecording | None = None
     for name, rec in recorded_runs(folder).items():
         if among is not None and name not in among:

@@ -184,6 +184,6 @@ def lab_run(name: str, recorded: bool = False, **changes: Any):
         print(f"recorded run {name!r}: {recording.title} (recorded on {machine.get('cores', '?')} cores, "
               f"torch {machine.get('torch', '?')}, {machine.get('date', '?')})")
         return result
-    settings = {k: tuple(v) if k == "kill_at_steps" else v for k, v in {**recording.settings, **changes}.items()}
+    settings = {k: tuple(v) if isinstance(v, list) else v for k, v in {**recording.settings, **changes}.items()}
     print(f"running {name!r}: {recording.title}" + (f" (changed: {changes})" if changes else ""))
     return run(**settings)
