@@ -57,6 +57,19 @@ def test_each_recording_loads_and_its_ledger_closes(name):
     result.timeline_chart().to_dict()  # the charts draw from it as from a real run
 
 
+def test_a_recording_older_than_a_category_books_zero_to_it(tmp_path):
+    """A category added after a recording was made (straggler_wait with runs on many ranks) reads as zero."""
+    from goodputlab.engine.recorded import with_every_category
+
+    old = {"buckets": {"productive": 2.0, "restart": 1.0}, "shares": {"productive": 2 / 3, "restart": 1 / 3}}
+    new = with_every_category(old)
+    assert list(new["buckets"])[:len(gl.CATEGORIES)] == list(gl.CATEGORIES)
+    assert new["buckets"]["productive"] == 2.0 and new["buckets"]["startup"] == 0.0
+    assert sum(new["shares"].values()) == pytest.approx(1.0)
+    summary = gl.recorded_run("lab01").summary
+    assert set(gl.CATEGORIES) <= set(summary["buckets"]) and set(gl.CATEGORIES) <= set(summary["shares"])
+
+
 def test_an_unknown_recording_lists_the_ones_there_are():
     with pytest.raises(gl.ConfigError, match="every-25"):
         gl.recorded_run("every-26")

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..categories import CATEGORIES
 from ..errors import ConfigError, RunFileError
 from .api import RunResult, read_summary
 from .config import RunConfig
@@ -114,7 +115,21 @@ def recorded_run(name: str, folder: str | Path | None = None) -> RunResult:
     if name not in known:
         raise ConfigError("recorded run", name, f"one of {', '.join(known)}")
     run_dir = folder / name
-    return RunResult(run_dir, read_summary(run_dir / SUMMARY_NAME), read_recorded_events(run_dir / EVENTS_NAME))
+    summary = with_every_category(read_summary(run_dir / SUMMARY_NAME))
+    return RunResult(run_dir, summary, read_recorded_events(run_dir / EVENTS_NAME))
+
+
+def with_every_category(summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` with a zero for every ledger category it lacks, in ``buckets`` and ``shares``.
+
+    A recording made before a category existed (``straggler_wait`` came with runs on many ranks)
+    had none of that time: zero is what its ledger would book. The recordings then read like
+    today's runs, whose summaries name every category.
+    """
+    for key in ("buckets", "shares"):
+        if isinstance(summary.get(key), dict):
+            summary[key] = {c: summary[key].get(c, 0.0) for c in CATEGORIES} | summary[key]
+    return summary
 
 
 # --- the recording nearest to what a reader asked for ----------------------------------------------------
