@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -28,15 +29,18 @@ def test_the_writer_writes_both_files_of_each_chart(tmp_path):
 
 @pytest.mark.notebooks
 def test_make_figures_on_a_chapter(tmp_path):
-    """Chapter 2 (theory and the simulator: cheap) shows four charts and a panel; the four are written."""
+    """Chapter 2 (theory and the simulator: cheap) shows its charts (at least the four of its first
+    sections) and panels; every chart is written, numbered in the order shown, and the panels are not."""
     out = tmp_path / "figures"
     done = subprocess.run([sys.executable, str(ROOT / "tools" / "make_figures.py"), "--out", str(out),
                            str(ROOT / "book" / "02_failures_at_scale.ipynb")],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "book/02_failures_at_scale.ipynb: 4 charts" in done.stdout.replace(str(ROOT) + "/", "")
+    shown = re.search(r"book/02_failures_at_scale\.ipynb: (\d+) charts", done.stdout.replace(str(ROOT) + "/", ""))
+    assert shown and int(shown.group(1)) >= 4, done.stdout
+    n = int(shown.group(1))
     svgs, pngs = sorted(out.glob("*.svg")), sorted(out.glob("*.png"))
-    assert [p.stem for p in svgs] == [p.stem for p in pngs] == [f"02_failures_at_scale-{i:02d}" for i in range(1, 5)]
+    assert [p.stem for p in svgs] == [p.stem for p in pngs] == [f"02_failures_at_scale-{i:02d}" for i in range(1, n + 1)]
     assert all(p.read_text().lstrip().startswith("<svg") for p in svgs)
     assert all(p.read_bytes().startswith(PNG_MAGIC) and p.stat().st_size > 10_000 for p in pngs)
     assert "Llama 3" in "".join(p.read_text() for p in svgs)  # the cause chart's title, as text in the SVG
