@@ -46,6 +46,8 @@ DEFAULTS = dict(steps=500, threads=1, seed=1, ckpt="sync", ckpt_every=25, mtbf=1
 
 #: Fields the recovery work adds to RunConfig; a lever for each appears when the field exists.
 OPTIONAL_LEVERS = ("failure_mode", "hot_spare", "hot_spares")
+#: Choices a lever leaves out: a full disk needs a small file system of its own to fill (chapter 6 shows it).
+LEFT_OUT = {"failure_mode": ("disk-full",)}
 
 CHART_WIDTH = 560  # pixels: the levers and the charts fit side by side on a 1280-pixel screen
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=CHART_WIDTH, height=60)
@@ -53,6 +55,13 @@ _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").prop
 
 def _fields() -> dict[str, dataclasses.Field]:
     return {f.name: f for f in dataclasses.fields(RunConfig)}
+
+
+def _describe(name: str, value: Any) -> str:
+    """A recovery lever's setting for a run's label: ``hot spare``, ``hang``."""
+    if isinstance(value, bool):
+        return name.replace("_", " ") if value else f"no {name.replace('_', ' ')}"
+    return str(value) if name == "failure_mode" else f"{name.replace('_', ' ')} {value}"
 
 
 def _lever_for(name: str, field: dataclasses.Field, style: dict, layout: W.Layout) -> W.Widget:
@@ -63,7 +72,8 @@ def _lever_for(name: str, field: dataclasses.Field, style: dict, layout: W.Layou
     choices = getattr(rule, "choices", None)
     default = field.default
     if choices:
-        return W.Dropdown(options=list(choices), value=default, description=label, style=style, layout=layout)
+        options = [c for c in choices if c not in LEFT_OUT.get(name, ())]
+        return W.Dropdown(options=options, value=default, description=label, style=style, layout=layout)
     if isinstance(default, bool):
         return W.Checkbox(value=default, description=label, indent=False)
     if isinstance(default, int):
@@ -113,8 +123,8 @@ class WorkshopDashboard:
         self.result: RunResult | None = None
         self.prediction: RunPrediction | None = None
         self.prediction_source = ""
-        self._recorded_costs: dict[tuple[str, str], tuple[str, Any]] = {}  # (strategy, model) -> (source, timings)
-        self._own_runs: dict[tuple[str, str], RunResult] = {}  # (strategy, model) -> the last real run
+        self._recorded_costs: dict[tuple, tuple[str, Any]] = {}  # _cost_key -> (source, timings)
+        self._own_runs: dict[tuple, RunResult] = {}  # _cost_key -> the last real run
 
         self.workers.observe(self._on_workers, names="value")
         self.button.on_click(lambda _: self.run_once())
@@ -150,17 +160,26 @@ class WorkshopDashboard:
 
     def label(self, config: RunConfig) -> str:
         mtbf = f"MTBF {config.mtbf:g}s" if config.mtbf > 0 else "no failures"
-        return f"#{len(self.history) + 1}: {config.ckpt} every {config.ckpt_every}, {mtbf}, depth {config.pipeline_depth}"
+        extra = "".join(f", {_describe(name, getattr(config, name))}" for name in self.extra_levers
+                        if getattr(config, name) != _fields()[name].default)
+        return f"#{len(self.history) + 1}: {config.ckpt} every {config.ckpt_every}, {mtbf}, depth {config.pipeline_depth}{extra}"
+
+    def _cost_key(self, config: RunConfig) -> tuple:
+        """Runs whose phase costs stand for ``config``'s: the same strategy, model and recovery levers
+        (a hot spare's restart is not a cold one's; a hang adds the watchdog's timeout)."""
+        return (config.ckpt, config.model, *(getattr(config, name) for name in self.extra_levers))
 
     # --- the theory beside the measurement ----------------------------------------------------------
     def cost_source(self, config: RunConfig) -> tuple[str, Any]:
         """The phase costs that feed the prediction, and where they were measured: the dashboard's
-        last run with this strategy and model, else the recording nearest to ``config`` among those
-        with them (a run without failures borrows the recording's restore and relaunch costs)."""
-        key = (config.ckpt, config.model)
+        last run with this strategy, model and recovery levers (:meth:`_cost_key`), else the recording
+        nearest to ``config`` among those with them (or with the same strategy and model); a run
+        without failures borrows the recording's restore and relaunch costs."""
+        key = self._cost_key(config)
         if key not in self._recorded_costs:
-            same = [n for n, r in recorded_runs().items() if r.settings.get("ckpt", "sync") == config.ckpt
-                    and r.settings.get("model", "tiny") == config.model]
+            recordings = recorded_runs()
+            alike = [n for n, r in recordings.items() if self._cost_key(r.config) == key]
+            same = alike or [n for n, r in recordings.items() if self._cost_key(r.config)[:2] == key[:2]]
             nearest = nearest_recorded(config, among=same or None)
             self._recorded_costs[key] = (f"recorded run {nearest.name!r}", measure_timings(recorded_run(nearest.name).events))
         source, timings = self._recorded_costs[key]
@@ -210,7 +229,7 @@ class WorkshopDashboard:
         config, result = started
         self.result = result
         if not self.controls.recorded.value:  # the next prediction uses this run's own costs
-            self._own_runs[(config.ckpt, config.model)] = result
+            self._own_runs[self._cost_key(config)] = result
         self.history.append((self.label(config), result.summary))
         self._forget_old_runs()
         self.predict()
