@@ -13,6 +13,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= auto
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+PINNED ?= binder/requirements.txt
 CHAPTER ?= book/01_what_is_goodput.ipynb
 # the folder JupyterLab serves (the repository, so book/ and labs/ are both reachable)
 LAB_ROOT ?= $(CURDIR)
@@ -30,8 +31,10 @@ endif
 BOOK_STAMP := $(VENV)/.installed-$(TORCH_BUILD)-book
 WORKSHOP_STAMP := $(VENV)/.installed-$(TORCH_BUILD)-workshop
 TEST_STAMP := $(VENV)/.installed-$(TORCH_BUILD)-test
+SITE_STAMP := $(VENV)/.installed-$(TORCH_BUILD)-site
 comma_book_workshop := book,workshop
 comma_book_test := book,test,workshop
+comma_book_site := book,site
 # the workshop dashboard: Voila serves it as a web app (code hidden); DASHBOARD_ARGS adds Voila flags
 # (--no-browser --port=8866 --Voila.ip=0.0.0.0 on a cloud machine); RECORDED=1 starts with recorded runs
 DASHBOARD ?= labs/dashboard.ipynb
@@ -40,10 +43,14 @@ RECORDED ?=
 # make figures: every chapter's charts as SVG and PNG; FULL=1 runs the chapters at full size (slower)
 FIGURES ?= figures
 FULL ?=
+# the website: Sphinx reads the repository root with book/conf.py, so book/ and labs/ keep their paths
+SITE_DIR ?= book/_build/html
+SPHINXOPTS ?= -q -W --keep-going
+PORT ?= 8000
 # JupyterLab settings for the book (no news feed: it needs the network and covers the notebook)
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
 
-.PHONY: lab test install test-fast notebooks bench clean help dashboard figures
+.PHONY: lab test install test-fast notebooks bench book book-serve clean help dashboard figures
 
 help:
 	@echo "make lab        - set up .venv (book only) and open chapter 1 in JupyterLab (about 1 min the first time)"
@@ -52,6 +59,9 @@ help:
 	@echo "make figures    - every chapter's charts as SVG and PNG in figures/ (FULL=1: full-size runs)"
 	@echo "make test       - set up .venv (book and test tools) and run the whole suite (about 16 min on 2 cores)"
 	@echo "make test-fast  - the package's tests without the notebooks (about 8 min on 2 cores)"
+	@echo "make notebooks  - execute every chapter and lab at full size, in place (NB=path for one)"
+	@echo "make book       - build the book and the labs as a static website in $(SITE_DIR) (offline, about 10 s)"
+	@echo "make book-serve - build it and serve it on http://127.0.0.1:$(PORT)/ (PORT=...)"
 	@echo "make bench      - run the benchmarks (figures go in benchmarks/RESULTS.md)"
 	@echo "make clean      - remove run outputs (runs/, pytest caches)"
 	@echo "torch build here: $(TORCH_BUILD) (override with TORCH=cpu|cuda)"
@@ -60,10 +70,18 @@ $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "goodputlab needs Python >= 3.11, found " + sys.version.split()[0]'
 	$(PYTHON) -m venv $(VENV)
 
-# $(call pip_install,EXTRAS): install the package (editable) with the right torch build and EXTRAS
+# $(call pip_install,EXTRAS): install the package (editable) with the right torch build and EXTRAS,
+# at the versions in PINNED (binder/requirements.txt: what Binder installs, minus torch, which
+# TORCH and constraints/ decide). `make install PINNED=` takes the newest releases instead
+# (then `tools/binder_requirements.py` writes them into binder/requirements.txt).
 define pip_install
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@set -e; \
+	pinned=""; \
+	if [ -n "$(PINNED)" ]; then \
+	  grep -v -e '^-' -e '^torch==' "$(PINNED)" > $(VENV)/pinned-constraints.txt; \
+	  pinned="-c $(VENV)/pinned-constraints.txt"; \
+	fi; \
 	if [ "$(TORCH_BUILD)" = cpu ]; then \
 	  extra="-c constraints/cpu.txt"; \
 	  if $(BIN)/python -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)' "$(TORCH_CPU_INDEX)/torch/" >/dev/null 2>&1; then \
@@ -71,23 +89,28 @@ define pip_install
 	  fi; \
 	else extra=""; fi; \
 	echo "installing goodputlab[$(1)] with a $(TORCH_BUILD) torch build"; \
-	$(BIN)/python -m pip install --quiet $$extra -e '.[$(1)]'
+	$(BIN)/python -m pip install --quiet $$extra $$pinned -e '.[$(1)]'
 	@find $(VENV) -maxdepth 1 -name '.installed-*' ! -name '.installed-$(TORCH_BUILD)-*' -delete
 	@mkdir -p $(dir $(LAB_SETTINGS)) && cp binder/overrides.json $(LAB_SETTINGS)
 endef
 
-$(BOOK_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json | $(BIN)/python
+$(BOOK_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json $(PINNED) | $(BIN)/python
 	$(call pip_install,book)
 	@touch $@
 
-$(WORKSHOP_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json | $(BIN)/python
+$(WORKSHOP_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json $(PINNED) | $(BIN)/python
 	$(call pip_install,$(comma_book_workshop))
 	@touch $@ $(BOOK_STAMP)
 
-# the test tools include the book's and the workshop's dependencies, so a test install serves both too
-$(TEST_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json | $(BIN)/python
+# the test tools include the book's, the workshop's and the website's dependencies, so a test install serves all three
+$(TEST_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json $(PINNED) | $(BIN)/python
 	$(call pip_install,$(comma_book_test))
-	@touch $@ $(BOOK_STAMP) $(WORKSHOP_STAMP)
+	@touch $@ $(BOOK_STAMP) $(WORKSHOP_STAMP) $(SITE_STAMP)
+
+# the website's tools (Sphinx, MyST-NB, the book theme, MathJax served locally); the test tools include them
+$(SITE_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json $(PINNED) | $(BIN)/python
+	$(call pip_install,$(comma_book_site))
+	@touch $@ $(BOOK_STAMP)
 
 install: $(TEST_STAMP)
 
@@ -114,7 +137,14 @@ test: $(TEST_STAMP)
 test-fast: $(TEST_STAMP)
 	$(BIN)/python -m pytest tests -m "not notebooks" $(PYTEST_ARGS)
 
-# Every benchmark in turn (about 35 minutes on 2 cores); record what they print in benchmarks/RESULTS.md.
+# Every chapter and lab executed at full size (not SMOKE), in place: the outputs readers see, with
+# static figures, the test plumbing hidden and a caption naming the run and the machine
+# (tools/execute_notebooks.py). NB=book/02_failures_at_scale.ipynb regenerates one.
+NB ?= $(sort $(wildcard book/[0-9]*.ipynb)) $(sort $(wildcard labs/[0-9]*.ipynb)) $(sort $(wildcard labs/solutions/[0-9]*.ipynb))
+notebooks: $(TEST_STAMP)
+	env -u GOODPUTLAB_SMOKE $(BIN)/python tools/execute_notebooks.py --full $(NB)
+
+# Every benchmark in turn (about 50 minutes on 2 cores); record what they print in benchmarks/RESULTS.md.
 bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/ledger_overhead.py
 	$(BIN)/python benchmarks/recorder_overhead.py
@@ -124,6 +154,17 @@ bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/validate_theory.py
 	$(BIN)/python benchmarks/batch_sweep.py
 	$(BIN)/python benchmarks/serving.py
+	$(BIN)/python benchmarks/recovery.py --medium
+	$(BIN)/python benchmarks/torture.py --kills 100
+
+# The website of the book and the labs, from the committed outputs (nothing is executed).
+book: $(SITE_STAMP)
+	$(BIN)/sphinx-build -b html $(SPHINXOPTS) -c book . $(SITE_DIR)
+	@echo "the site is in $(SITE_DIR)/index.html (make book-serve serves it)"
+
+book-serve: book
+	@echo "serving the book on http://127.0.0.1:$(PORT)/ (Ctrl-C stops)"
+	$(BIN)/python -m http.server --bind 127.0.0.1 --directory $(SITE_DIR) $(PORT)
 
 clean:
-	rm -rf runs .pytest_cache benchmarks/out
+	rm -rf runs .pytest_cache benchmarks/out book/_build

@@ -3,7 +3,7 @@
 The chapters and labs use this small API (``import goodputlab as gl``)::
 
     result = gl.run(steps=400, ckpt_every=50, mtbf=4, seed=1)   # a real run, killed and restarted
-    result.goodput, result.buckets                               # productive / wall, eight categories
+    result.goodput, result.buckets                               # productive / wall, the categories
     gl.daly_interval(save_s=60, mtbf_s=10_000)                   # the theory beside it
 
 Running and reading runs:
@@ -12,7 +12,7 @@ Running and reading runs:
 - :func:`load_run`: read a finished run's directory back as a :class:`RunResult`.
 - :class:`RunConfig`: everything that defines a run (validated; the CLI's flags).
 - :class:`RunResult`: a run's summary, event log, ledger and charts.
-- :data:`CATEGORIES`: the ledger's eight categories, in order.
+- :data:`CATEGORIES`: the ledger's categories (nine: straggler_wait for jobs of many ranks), in order.
 - :data:`PHASES`: the event kinds that start a phase (the others are markers).
 - :class:`ConfigError`: a bad value; names the field, the value and what is allowed.
 - :func:`measure_timings`: a run's phase costs read from its event log (:class:`RunTimings`).
@@ -79,6 +79,7 @@ _API: dict[str, tuple[str, str | None]] = {
     # namespaces
     "theory": (".theory", None),
     "experiments": (".experiments", None),
+    "recovery": (".recovery", None),
     "charts": (".charts", None),
     "widgets": (".widgets", None),
     "labs": (".labs", None),

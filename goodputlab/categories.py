@@ -7,6 +7,7 @@ from __future__ import annotations
 
 PRODUCTIVE = "productive"  # compute of steps that survive into the final model
 DATA_WAIT = "data_wait"  # the training loop blocked waiting for the next batch
+STRAGGLER_WAIT = "straggler_wait"  # ranks of a distributed job waiting in the gradient all-reduce for the slowest
 CHECKPOINT_SAVE = "checkpoint_save"  # the blocking part of a save
 CHECKPOINT_RESTORE = "checkpoint_restore"  # loading state after a restart
 LOST_WORK = "lost_work"  # compute of steps later rolled back by a failure
@@ -17,6 +18,7 @@ OTHER = "other"  # whatever is left (logging, evaluation, teardown)
 CATEGORIES: tuple[str, ...] = (
     PRODUCTIVE,
     DATA_WAIT,
+    STRAGGLER_WAIT,
     CHECKPOINT_SAVE,
     CHECKPOINT_RESTORE,
     LOST_WORK,
@@ -29,18 +31,20 @@ CATEGORIES: tuple[str, ...] = (
 MEANINGS: dict[str, str] = {
     PRODUCTIVE: "computing steps that survive into the final model",
     DATA_WAIT: "the training loop waiting for its next batch",
+    STRAGGLER_WAIT: "ranks of a distributed job waiting in the gradient all-reduce for the slowest one",
     CHECKPOINT_SAVE: "the part of each save that blocks training",
     CHECKPOINT_RESTORE: "loading a checkpoint after a restart",
     LOST_WORK: "computing steps a failure later threw away",
-    RESTART: "from a failure until the new worker can train (kill, relaunch, set-up)",
+    RESTART: "from a failure until a worker trains again (detection, relaunch or hand-over, set-up)",
     STARTUP: "from the first launch to the first step",
-    OTHER: "everything else (step bookkeeping, logging, teardown)",
+    OTHER: "everything else (step bookkeeping, logging, teardown, what stragglers add)",
 }
 
 #: Colours used by every chart, so a category looks the same everywhere.
 COLORS: dict[str, str] = {
     PRODUCTIVE: "#2ca02c",
     DATA_WAIT: "#ff7f0e",
+    STRAGGLER_WAIT: "#17becf",
     CHECKPOINT_SAVE: "#1f77b4",
     CHECKPOINT_RESTORE: "#9467bd",
     LOST_WORK: "#d62728",

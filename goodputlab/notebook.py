@@ -4,6 +4,10 @@ A chapter's ``parameters`` cell sets ``SMOKE = os.environ.get("GOODPUTLAB_SMOKE"
 (papermill can also inject ``SMOKE=True``). Its last cell calls
 :func:`record_metrics` with the figures it produced; the notebook tests parse
 them from the executed notebook with :func:`read_metrics` and assert on them.
+
+The metrics are for the tests, not the reader: they travel as a display output of their own
+MIME type (``METRICS_MIMETYPE``), which no viewer draws (JupyterLab, GitHub, nbviewer and the
+site show nothing for it), and the cell is hidden (tools/execute_notebooks.py tags it).
 """
 
 from __future__ import annotations
@@ -11,12 +15,24 @@ from __future__ import annotations
 import json
 from typing import Any
 
-_PREFIX = "GOODPUTLAB_METRICS "
+METRICS_MIMETYPE = "application/vnd.goodputlab.metrics+json"
+_PREFIX = "GOODPUTLAB_METRICS "  # the printed form, read from notebooks executed before the MIME type
 
 
 def record_metrics(**metrics: Any) -> None:
-    """Print the notebook's figures as one JSON line the tests can find."""
-    print(_PREFIX + json.dumps(metrics, sort_keys=True, default=float))
+    """Record the notebook's figures for the tests: a display output of ``METRICS_MIMETYPE`` (JSON),
+    with no text form, so a reader sees nothing. Outside IPython: one printed JSON line."""
+    # JSON text inside the output: it keeps NaN and infinity, which a kernel message's JSON cannot carry
+    text = json.dumps(metrics, sort_keys=True, default=float)
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        get_ipython = None  # type: ignore[assignment]
+    if get_ipython is None or get_ipython() is None:
+        print(_PREFIX + text)
+        return
+    display({METRICS_MIMETYPE: {"json": text}}, raw=True)
 
 
 def read_metrics(notebook: dict) -> dict[str, Any]:
@@ -24,6 +40,9 @@ def read_metrics(notebook: dict) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for cell in notebook["cells"]:
         for out in cell.get("outputs", []) or []:
+            data = out.get("data", {}) or {}
+            if METRICS_MIMETYPE in data:
+                found.update(json.loads(data[METRICS_MIMETYPE]["json"]))
             if out.get("output_type") == "stream":
                 for line in "".join(out.get("text", "")).splitlines():
                     if line.startswith(_PREFIX):

@@ -38,14 +38,14 @@ def killed_run(tmp_path_factory):
     return real_run(tmp_path_factory.mktemp("killed"), kill_at_steps=KILLS, **RESUME_SETTINGS)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def cli_env():
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def cli():
     """The ``goodputlab`` command as a user runs it (the installed entry point when there is one)."""
     exe = Path(sys.executable).parent / "goodputlab"
@@ -57,7 +57,7 @@ NOTEBOOKS = sorted(
     str(p.relative_to(ROOT))
     for folder in ("book", "labs")
     for p in (ROOT / folder).rglob("*.ipynb")
-    if ".ipynb_checkpoints" not in p.parts
+    if ".ipynb_checkpoints" not in p.parts and "_build" not in p.parts  # book/_build: the website
 )
 
 

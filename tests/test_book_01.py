@@ -31,3 +31,12 @@ def test_chapter_1_measures_a_recorded_loop(executed_notebook):
 def test_chapter_1_draws_its_charts(executed_notebook):
     nb, _, _ = executed_notebook(CHAPTER)
     assert len(widget_views(nb)) >= 5  # progress bar, timeline, breakdown, loss, comparison, panel
+
+
+def test_chapter_1_runs_in_a_clusters_regime(executed_notebook):
+    # the hot spare took the known failure; the ratios that make the lab stand for a cluster are measured
+    _, m, _ = executed_notebook(CHAPTER)
+    assert m["handovers"] == m["failures"] >= 1
+    r = m["ratios"]
+    assert 0 < r["restart_s"] < 10 and r["restart_over_mtbf"] == pytest.approx(r["restart_s"] / 20.0)
+    assert 0 < r["interval_over_mtbf"] < 1 and 0 < r["save_over_interval"] < 1

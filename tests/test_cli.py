@@ -185,7 +185,7 @@ def _run_help() -> str:
 
 
 def test_every_run_config_field_is_a_flag_listed_in_help():
-    help_text = " ".join(_run_help().split())  # argparse wraps lines
+    help_text = " ".join(_run_help().split()).replace("- ", "-")  # argparse wraps lines, also after a hyphen
     listed = {f.name for f in flag_fields()}
     assert listed == {f.name for f in dataclasses.fields(RunConfig)} - {"extra"}  # extra: recorded, not a flag
     for f in flag_fields():
@@ -196,22 +196,35 @@ def test_every_run_config_field_is_a_flag_listed_in_help():
 
 
 def test_every_flag_reaches_its_field():
-    """A value for every field, typed on the command line, arrives in the RunConfig unchanged."""
-    wanted = RunConfig(
+    """A value for every field, typed on the command line, arrives in the RunConfig unchanged
+    (one process with recovery's settings, then a job of several machines with a straggler rank)."""
+    one_process = RunConfig(
         steps=300, model="small", batch_size=4, lr=0.01, device="cpu", seed=7, threads=2, ckpt_every="auto",
         ckpt_every_s=2.5, ckpt="memory", memory_disk_every=2, keep=5, mtbf=3.0, kill_at_steps=(10, 20),
         restart_delay=0.25, max_failures=9, workers=2, prefetch=3, io_latency_ms=5.0, io_jitter=0.5,
         transform_ms=1.5, pin_memory=True, persistent_workers=True, device_prefetch=True, overwrite=True,
+        ckpt_omit=("optimizer", "rng"), failure_mode="loader-death", hang_timeout=2.5, straggler_prob=0.1,
+        straggler_factor=3.0, hot_spare=True,
     )
-    argv = ["run"]
-    for f in flag_fields():
-        value = getattr(wanted, f.name)
-        if isinstance(value, bool):
-            argv += [flag_of(f.name)] if value else []
-        else:
-            argv += [flag_of(f.name), ",".join(map(str, value)) if isinstance(value, tuple) else str(value)]
-    args = build_parser().parse_args(argv)
-    assert config_from(args) == wanted
+    job = RunConfig(
+        nproc=2, nnodes=2, node_rank=1, rdzv_endpoint="node0:29500", launcher="torchrun", ckpt="async",
+        straggler_rank=1, straggler_prob=0.5, straggler_factor=2.5,
+    )
+    given = set()
+    for wanted in (one_process, job):
+        argv = ["run"]
+        for f in flag_fields():
+            value = getattr(wanted, f.name)
+            if value is None:  # None is the flag left out
+                continue
+            given |= {f.name} if value != f.default else set()
+            if isinstance(value, bool):
+                argv += [flag_of(f.name)] if value else []
+            else:
+                argv += [flag_of(f.name), ",".join(map(str, value)) if isinstance(value, tuple) else str(value)]
+        args = build_parser().parse_args(argv)
+        assert config_from(args) == wanted
+    assert given == {f.name for f in flag_fields()}  # every flag was given a value of its own in one of them
     assert config_from(build_parser().parse_args(["run"])) == RunConfig()  # no flag: every default
 
 

@@ -106,6 +106,7 @@ def test_replay_hand_walked():
         "restart": 3 + 2 + 3 + 2,
         "startup": 1.0,
         "data_wait": 0.0,
+        "straggler_wait": 0.0,
         "other": 0.0,
     }
     assert r.buckets == pytest.approx(expected)

@@ -53,6 +53,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("goodputlab.categories", 0),
     ("goodputlab.safe_io", 0),
     ("goodputlab.procs", 0),
+    ("goodputlab.recovery.control", 0),
     # 1 models: pure, numpy at most
     ("goodputlab.theory", 1),
     ("goodputlab.training.workload", 1),
@@ -73,18 +74,31 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("goodputlab.engine.merge", 2),
     ("goodputlab.engine.recorder", 2),
     ("goodputlab.engine.recording", 2),
+    ("goodputlab.distributed.launch", 2),  # the torchrun command line and the rules of a distributed run
+    ("goodputlab.distributed.straggler", 2),
+    ("goodputlab.distributed.joblog", 2),  # the job's event log made from its ranks' logs
+    ("goodputlab.recovery.modes", 2),
+    ("goodputlab.recovery.booking", 2),
+    ("goodputlab.recovery.watchdog", 2),
+    ("goodputlab.recovery.omit", 2),
+    ("goodputlab.recovery.resume", 2),
     # 3 training: the worker process and what runs a model (torch lives here)
     ("goodputlab.training", 3),
     ("goodputlab.pipeline", 3),
     ("goodputlab.checkpoints", 3),
     ("goodputlab.engine.worker", 3),
+    ("goodputlab.distributed", 3),  # ranks, batch shards, DDP/FSDP, sharded checkpoints, the rank's worker
     ("goodputlab.efficiency", 3),  # the sweep trains; the package offers it (loaded on first use)
     ("goodputlab.serving.kv", 3),
     ("goodputlab.serving.engine", 3),
     ("goodputlab.serving.worker", 3),
+    ("goodputlab.recovery", 3),  # the worker's side: injection, the loop's hooks, a full disk, the standby
     # 4 launching: start and watch processes
     ("goodputlab.engine", 4),
+    ("goodputlab.distributed.launcher", 4),  # torchrun and its ranks, as the supervisor sees them
     ("goodputlab.serving", 4),  # the launcher, and the package that offers it (loaded on first use)
+    ("goodputlab.recovery.injector", 4),
+    ("goodputlab.recovery.spare", 4),
     # 5 experiments: real runs beside the theory
     ("goodputlab.experiments", 5),
     # 6 the book
@@ -108,10 +122,15 @@ TORCH_MODULES = {
     "goodputlab.checkpoints.state",
     "goodputlab.checkpoints.store",
     "goodputlab.checkpoints.dcp_layout",
+    "goodputlab.checkpoints.dcp_sharded_layout",
     "goodputlab.checkpoints.safe_unpickle",
     "goodputlab.checkpoints.strategies.dcp",
     "goodputlab.checkpoints.ram_tier",
     "goodputlab.engine.worker",
+    "goodputlab.distributed.ranks",
+    "goodputlab.distributed.parallel",
+    "goodputlab.distributed.sharded",
+    "goodputlab.distributed.worker",
     "goodputlab.experiments.checkpoint_stall",
     "goodputlab.efficiency.sweep",
     "goodputlab.serving.kv",

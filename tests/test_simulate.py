@@ -183,7 +183,7 @@ def test_no_failures_sync_timeline_by_hand():
     )
     result = simulate(config)
     assert result.buckets == pytest.approx(
-        {"productive": 870, "data_wait": 0, "checkpoint_save": 80, "checkpoint_restore": 0,
+        {"productive": 870, "data_wait": 0, "straggler_wait": 0, "checkpoint_save": 80, "checkpoint_restore": 0,
          "lost_work": 0, "restart": 0, "startup": 50, "other": 0}
     )
     assert result.interruptions_mean == 0

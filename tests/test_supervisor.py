@@ -139,7 +139,9 @@ def test_damaged_newest_checkpoint_is_skipped_on_restart(tmp_path, clean_run):
 def test_resume_refuses_a_different_batch_size(tmp_path):
     out = tmp_path / "run"
     run_supervised(RunConfig(steps=20, ckpt_every=10), out)
-    from goodputlab.engine.supervisor import WorkerCrashed
+    from goodputlab.errors import ConfigError
 
-    with pytest.raises(WorkerCrashed, match="batch size"):
+    events_before = (out / "events.jsonl").read_bytes()
+    with pytest.raises(ConfigError, match="batch_size=8 is invalid: 16, the value of the run being resumed"):
         run_supervised(RunConfig(steps=30, ckpt_every=10, batch_size=8), out, resume=True)
+    assert (out / "events.jsonl").read_bytes() == events_before  # refused before anything started

@@ -1,15 +1,34 @@
-"""Execute notebooks in place in SMOKE mode, so the committed outputs are the ones nbval checks.
+"""Execute notebooks in place: the outputs a reader sees, made readable without a kernel.
 
-    python tools/execute_notebooks.py book/01_what_is_goodput.ipynb [more.ipynb ...]
-    python tools/execute_notebooks.py --time-only book/*.ipynb labs/*.ipynb   # time them, write nothing
+    python tools/execute_notebooks.py --full book/02_failures_at_scale.ipynb   # a full-size run (make notebooks)
+    python tools/execute_notebooks.py book/01_what_is_goodput.ipynb            # a SMOKE run (quick, for development)
+    python tools/execute_notebooks.py --time-only book/*.ipynb labs/*.ipynb     # time SMOKE runs, write nothing
+    python tools/execute_notebooks.py --tidy book/*.ipynb                       # only the steps after execution
 
-No parameters are injected (the ``parameters`` cell reads GOODPUTLAB_SMOKE), so the
-stored notebook keeps its own cells exactly. Fails on any cell error.
+No parameters are injected (the ``parameters`` cell reads GOODPUTLAB_SMOKE), so the stored
+notebook keeps its own cells. Fails on any cell error. After executing, every written notebook:
+
+1. keeps static figures only: an output that carries a live widget view and a PNG (every chart
+   and panel, goodputlab.charts.static) keeps the PNG; a widget without one (a progress bar) becomes
+   its final text. Without saved widget state a widget view draws nothing but an error, so this is
+   what GitHub, nbviewer, the website and JupyterLab before Run show.
+2. hides the test plumbing: the ``parameters`` cell, the cell that shrinks sizes under SMOKE and
+   the ``record_metrics`` cell are removed from the website (tag ``remove-cell``) and collapsed in
+   JupyterLab (``jupyter.source_hidden``); metrics are an invisible output (goodputlab.notebook).
+   A ``record_metrics`` cell that also displays something (a lab's scoreboard) keeps that output
+   in sight: only its source is hidden (tag ``remove-input``).
+3. records the run in its metadata (``goodputlab``: full or smoke, date, machine: cores, GPU or
+   none, torch) and says so to the reader in a caption under the title (tag ``run-caption``).
 """
 
 from __future__ import annotations
 
+import ast
+import datetime as dt
+import html
 import os
+import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,40 +36,203 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+STATIC = ("image/png", "image/svg+xml", "image/jpeg")
+HIDDEN_TAG = "remove-cell"
+SHOWN_TAG = "remove-input"  # a plumbing cell whose output is for the reader
+CAPTION_TAG = "run-caption"
+BUDGET_S = 60.0  # each notebook in SMOKE mode (the developers' brief)
 
-def execute(path: Path, write: bool = True) -> float:
+
+# --- 1. static outputs ------------------------------------------------------------------------------
+def _strip_tags(markup: str) -> str:
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", markup)).split())
+
+
+def _widget_text(model_id: str, state: dict, depth: int = 0) -> str:
+    """The text a widget shows, from its saved state: labels and HTML as text, a progress bar as
+    ``|#####     |`` (what tqdm prints in a terminal)."""
+    model = state.get(model_id)
+    if model is None or depth > 8:
+        return ""
+    name, s = model.get("model_name", ""), model.get("state", {})
+    if name in ("HTMLModel", "LabelModel", "HTMLMathModel"):
+        return _strip_tags(str(s.get("value", "")))
+    if name in ("FloatProgressModel", "IntProgressModel"):
+        span = (s.get("max", 100) or 0) - (s.get("min", 0) or 0)
+        filled = round(20 * ((s.get("value", 0) or 0) - (s.get("min", 0) or 0)) / span) if span else 0
+        bar = "|" + "█" * max(0, min(20, filled)) + " " * (20 - max(0, min(20, filled))) + "|"
+        return f"{s.get('description', '')} {bar}".strip()
+    children = s.get("children", [])
+    return " ".join(t for t in (_widget_text(c.removeprefix("IPY_MODEL_"), state, depth + 1) for c in children) if t)
+
+
+def static_outputs(nb: nbformat.NotebookNode) -> None:
+    """Drop the widget views of the committed notebook (see the module's docstring, step 1)."""
+    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        kept = []
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if WIDGET_VIEW in data:
+                view = data.pop(WIDGET_VIEW)
+                if not any(k in data for k in STATIC):
+                    text = _widget_text(view.get("model_id", ""), state)
+                    if not text:
+                        continue  # a widget with nothing to show without its kernel
+                    data["text/plain"] = text
+            kept.append(out)
+        cell.outputs = kept
+    nb.metadata.pop("widgets", None)
+
+
+# --- 2. the test plumbing, out of the reader's way ------------------------------------------------------
+def plumbing_cells(nb: nbformat.NotebookNode) -> list[int]:
+    """Indices of the parameters cell, the SMOKE sizes cell after it, and the record_metrics cells."""
+    found = []
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    for pos, i in enumerate(code):
+        cell = nb.cells[i]
+        if "parameters" in cell.metadata.get("tags", []):
+            found.append(i)
+            if pos + 1 < len(code) and re.search(r"^\s*if\s+SMOKE\b", nb.cells[code[pos + 1]].source, re.M):
+                found.append(code[pos + 1])
+        elif "record_metrics(" in cell.source:
+            found.append(i)
+    return sorted(set(found))
+
+
+def shows_more_than_metrics(source: str) -> bool:
+    """Whether a ``record_metrics`` cell also displays something for the reader: its last statement
+    is an expression other than the ``record_metrics`` call (a lab's scoreboard)."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return False
+    if not body or not isinstance(body[-1], ast.Expr):
+        return False
+    value = body[-1].value
+    if isinstance(value, ast.Call):
+        func = value.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        return name != "record_metrics"
+    return True
+
+
+def hide_plumbing(nb: nbformat.NotebookNode) -> None:
+    """Tag and collapse the plumbing cells. A ``record_metrics`` cell that also displays something
+    (a lab's scoreboard) keeps its output: only its source is hidden (tag ``remove-input``)."""
+    for i in plumbing_cells(nb):
+        cell = nb.cells[i]
+        tags = cell.metadata.setdefault("tags", [])
+        jupyter = cell.metadata.setdefault("jupyter", {})
+        jupyter["source_hidden"] = True
+        keep_output = "record_metrics(" in cell.source and shows_more_than_metrics(cell.source)
+        tag, other = (SHOWN_TAG, HIDDEN_TAG) if keep_output else (HIDDEN_TAG, SHOWN_TAG)
+        tags[:] = [t for t in tags if t != other]
+        if tag not in tags:
+            tags.append(tag)
+        if "record_metrics(" in cell.source and not keep_output:
+            jupyter["outputs_hidden"] = True
+        else:
+            jupyter.pop("outputs_hidden", None)
+
+
+# --- 3. what ran, and where ------------------------------------------------------------------------
+def machine() -> dict:
+    """Cores, GPU (name, or None) and torch version of this machine, as the notebooks' kernel sees them."""
+    probe = (
+        "import json, os, torch; print(json.dumps({'cpu_cores': len(os.sched_getaffinity(0)), "
+        "'gpu': torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "
+        "'torch': torch.__version__}))"
+    )
+    import json
+
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    info = json.loads(out.strip().splitlines()[-1])
+    info["python"] = ".".join(map(str, sys.version_info[:3]))
+    return info
+
+
+def caption(meta: dict, kind: str) -> str:
+    """The sentence under a notebook's title that says which run its outputs come from."""
+    m = meta["machine"]
+    where = f"{m['cpu_cores']} CPU cores, " + (f"a {m['gpu']} GPU" if m["gpu"] else "no GPU") + f", PyTorch {m['torch']}"
+    day = dt.date.fromisoformat(meta["date"]).strftime("%-d %B %Y")
+    if meta["run"] == "full":
+        run = f"The outputs in this {kind} come from a full-size run on {day} ({where}, {meta['seconds']:.0f} s in all)."
+    else:
+        run = (f"The outputs in this {kind} come from a small test run (SMOKE mode) on {day} ({where}); "
+               "`make notebooks` replaces them with a full-size run.")
+    return (f"*{run} Every figure is measured, so your run will show different numbers on your machine; "
+            "the sizes of the runs are in the collapsed cell below the introduction.*")
+
+
+def set_caption(nb: nbformat.NotebookNode, text: str) -> None:
+    """Put the caption right after the title cell (replacing an earlier one)."""
+    nb.cells = [c for c in nb.cells if CAPTION_TAG not in c.metadata.get("tags", [])]
+    title = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and re.match(r"#\s", c.source)), 0)
+    cell = nbformat.v4.new_markdown_cell(text, metadata={"tags": [CAPTION_TAG]})
+    cell.id = CAPTION_TAG
+    nb.cells.insert(title + 1, cell)
+
+
+def tidy(nb: nbformat.NotebookNode) -> None:
+    """Every step after execution that does not need the run itself (1 and 2)."""
+    static_outputs(nb)
+    hide_plumbing(nb)
+    for cell in nb.cells:  # execution metadata changes on every run; keep diffs small
+        cell.get("metadata", {}).pop("execution", None)
+
+
+def execute(path: Path, write: bool = True, full: bool = False, info: dict | None = None) -> float:
     nb = nbformat.read(path, as_version=4)
     t = time.monotonic()
     NotebookClient(
         nb,
-        timeout=900,
+        timeout=3600 if full else 900,
         kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},
-        store_widget_state=False,  # the offline chart widgets carry ~1 MB of JavaScript each
+        store_widget_state=True,  # read by static_outputs (progress bars' final text), then dropped
     ).execute()
     elapsed = time.monotonic() - t
     if not write:
         return elapsed
-    nb.metadata.pop("widgets", None)
-    for cell in nb.cells:  # execution metadata changes on every run; keep diffs small
-        cell.get("metadata", {}).pop("execution", None)
+    tidy(nb)
+    meta = {"run": "full" if full else "smoke", "date": dt.date.today().isoformat(),
+            "machine": info or machine(), "seconds": round(elapsed, 1)}
+    nb.metadata["goodputlab"] = meta
+    kind = "lab" if "labs" in path.parts else "chapter"
+    set_caption(nb, caption(meta, kind))
     nbformat.write(nb, path)
     return elapsed
 
 
-BUDGET_S = 60.0  # each notebook in SMOKE mode (the developers' brief)
-
-
 def main(args: list[str]) -> int:
     write = "--time-only" not in args
-    paths = [a for a in args if a != "--time-only"]
-    os.environ["GOODPUTLAB_SMOKE"] = "1"
+    full = "--full" in args
+    paths = [Path(a) for a in args if not a.startswith("--")]
+    if "--tidy" in args:
+        for p in paths:
+            nb = nbformat.read(p, as_version=4)
+            tidy(nb)
+            nbformat.write(nb, p)
+        return 0
+    if full:
+        os.environ.pop("GOODPUTLAB_SMOKE", None)
+    else:
+        os.environ["GOODPUTLAB_SMOKE"] = "1"
+    info = machine() if write else None
     over = 0
     for p in paths:
-        elapsed = execute(Path(p), write=write)
-        over += elapsed > BUDGET_S
-        note = f"  OVER the {BUDGET_S:.0f} s budget" if elapsed > BUDGET_S else ""
-        print(f"{p}: {elapsed:.1f} s{note}", flush=True)
+        elapsed = execute(p, write=write, full=full, info=info)
+        late = not full and elapsed > BUDGET_S
+        over += late
+        note = f"  OVER the {BUDGET_S:.0f} s budget" if late else ""
+        print(f"{p}: {elapsed:.1f} s ({'full' if full else 'SMOKE'}){note}", flush=True)
     if not write:
         print(f"{len(paths) - over} of {len(paths)} within the {BUDGET_S:.0f} s SMOKE budget (kernel start included)")
     return 0

@@ -1,5 +1,5 @@
 """Altair charts, one module per subject: runs, theory, cluster, checkpoints, durability, pipeline, recovery,
-efficiency, serving, capstone.
+efficiency, serving, scaling, capstone; restarts (chapter 6).
 
 Every chart is a plain function returning an Altair chart built from tidy rows, so a
 widget redraws it by assigning ``JupyterChart.chart``. In a notebook call
@@ -11,7 +11,10 @@ places that run no kernel. The run charts (:func:`timeline`, :func:`breakdown`,
 
 from __future__ import annotations
 
-from . import capstone, checkpoints, cluster, durability, efficiency, figures, pipeline, recovery, runs, serving, theory
+from . import (
+    capstone, checkpoints, cluster, durability, efficiency, figures, pipeline, recovery, restarts, runs, scaling, serving,
+    theory,
+)
 from .base import CATEGORY_SCALE, save_png, setup_notebook
 from .runs import breakdown, loss_curve, timeline
 
@@ -29,6 +32,7 @@ __all__ = [
     "recovery",
     "runs",
     "save_png",
+    "scaling",
     "serving",
     "setup_notebook",
     "theory",

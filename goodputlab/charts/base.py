@@ -1,8 +1,9 @@
 """What every chart shares: the ledger's colours, offline rendering in Jupyter, static PNGs.
 
 In a notebook call :func:`setup_notebook` once: Altair then draws offline (the
-Vega JavaScript comes from vl-convert-python, not a CDN). :func:`save_png`
-writes a static image for places that run no kernel.
+Vega JavaScript comes from vl-convert-python, not a CDN), and every chart's output
+also carries a static PNG (:mod:`goodputlab.charts.static`). :func:`save_png`
+writes that PNG to a file.
 """
 
 from __future__ import annotations
@@ -16,21 +17,25 @@ CATEGORY_SCALE = alt.Scale(domain=list(CATEGORIES), range=[COLORS[c] for c in CA
 
 
 def setup_notebook() -> None:
-    """Draw charts offline in Jupyter: Altair's ``jupyter`` renderer with vl-convert's JavaScript.
+    """Draw charts offline in Jupyter: a live chart (Altair's ``jupyter`` renderer with vl-convert's
+    JavaScript) that also carries a static PNG for places without a kernel (:mod:`.static`).
 
     With ``GOODPUTLAB_FIGURES`` set (``make figures``), every chart shown is also written as SVG
     and PNG (:mod:`goodputlab.charts.figures`).
     """
+    from . import static
     from .figures import enable_from_environment
 
-    alt.renderers.enable("jupyter", offline=True)
+    if "goodputlab" not in alt.renderers.names():
+        alt.renderers.register("goodputlab", static.render)
+    alt.renderers.enable("goodputlab")
     enable_from_environment()
 
 
 def save_png(chart: alt.TopLevelMixin, path, scale: float = 2.0) -> None:
-    """Write a static PNG of ``chart`` (rendered offline by vl-convert)."""
-    import vl_convert as vlc
+    """Write a static PNG of ``chart`` (rendered offline by vl-convert; the same picture the
+    notebooks carry beside their live charts, :func:`goodputlab.charts.static.png`)."""
+    from . import static
 
-    png = vlc.vegalite_to_png(chart.to_json(), scale=scale)
     with open(path, "wb") as f:
-        f.write(png)
+        f.write(static.png(chart, scale=scale))

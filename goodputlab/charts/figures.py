@@ -1,8 +1,8 @@
 """Figures for slides: every chart a notebook shows, also written as SVG and PNG (``make figures``).
 
 When the environment variable ``GOODPUTLAB_FIGURES`` names a folder, :func:`~goodputlab.charts.setup_notebook`
-enables the ``goodputlab-figures`` renderer: it draws each chart exactly as the offline ``jupyter``
-renderer does, and also writes ``<folder>/<prefix>-NN.svg`` and ``.png`` (rendered offline by
+enables the ``goodputlab-figures`` renderer: it draws each chart exactly as the book's ``goodputlab``
+renderer does (:mod:`goodputlab.charts.static`: the live chart and its PNG), and also writes ``<folder>/<prefix>-NN.svg`` and ``.png`` (rendered offline by
 vl-convert), numbered in the order the notebook shows them. ``GOODPUTLAB_FIGURES_PREFIX`` is the
 prefix (``tools/make_figures.py`` sets it to the notebook's name). Nothing is listed by hand: a
 chart a chapter shows is a chart on the slides. The live panels' charts are widgets the reader
@@ -48,14 +48,14 @@ _writer: FigureWriter | None = None
 
 
 def _render_and_write(spec: dict, **metadata):
-    from altair.vegalite.v6.display import jupyter_renderer
+    from .static import render
 
     if _writer is not None:
         try:
             _writer.write(spec)
         except Exception as e:  # a figure that cannot be converted must not stop the chapter
             print(f"goodputlab: figure {_writer.prefix}-{_writer.count:02d} not written ({type(e).__name__}: {e})")
-    return jupyter_renderer(spec, **metadata)
+    return render(spec, **metadata)
 
 
 def enable_from_environment() -> FigureWriter | None:
@@ -66,5 +66,5 @@ def enable_from_environment() -> FigureWriter | None:
         return None
     _writer = FigureWriter(folder, os.environ.get(ENV_PREFIX, "figure"))
     alt.renderers.register(RENDERER, _render_and_write)
-    alt.renderers.enable(RENDERER, offline=True)
+    alt.renderers.enable(RENDERER)
     return _writer

@@ -144,11 +144,17 @@ class AutoInterval:
         ``failure`` events, and the time from each to the next ``spawn`` is
         unexposed. A missing log gives the bare prior.
         """
-        est = cls(state_bytes=state_bytes, **kwargs)
         try:
             events = E.read_events(path)  # strict: a line that is not an event stops the run with its line number
         except FileNotFoundError:
-            return est
+            events = []
+        return cls.from_events(events, state_bytes=state_bytes, **kwargs)
+
+    @classmethod
+    def from_events(cls, events: list[dict], state_bytes: int = 0, **kwargs) -> AutoInterval:
+        """:meth:`from_event_log` for events already read (time order), e.g. a distributed job's
+        supervisor and rank 0 together."""
+        est = cls(state_bytes=state_bytes, **kwargs)
         open_saves: dict[int, float] = {}
         failed_at: float | None = None  # the last failure not yet followed by a launch
         for e in events:

@@ -69,6 +69,7 @@ MEMORY_TIER_ENV = "GOODPUTLAB_MEMORY_TIER"
 _PREFIX = "goodputlab-mem-"
 _ALIGN = 64  # bytes; keeps every tensor's offset aligned for any dtype and for vectorised copies
 CRC_CHUNK_BYTES = 4 << 20  # the slot's bytes are checksummed in chunks of this size (see MemoryTier.load)
+_CRC_THREADS = 2  # helper threads that checksum the chunks a restore has copied
 CURRENT = "current.json"
 OWNER_LOCK = "owner.lock"  # flock-ed by the supervisor that owns the tier, for as long as it lives
 _CURRENT_MAX_BYTES = 64 << 10
@@ -77,10 +78,62 @@ _owned_locks: dict[str, int] = {}  # tier path -> descriptor holding its owner l
 
 
 # --- the directory's lifetime (owned by the supervisor) --------------------------------------
+#: where RAM tiers go instead of /dev/shm (another tmpfs, say); the tests point it at a small one
+SHM_DIR_ENV = "GOODPUTLAB_SHM_DIR"
+_TIER_HEADROOM_BYTES = 8 << 20  # meta files, current.json, the lock, alignment
+
+
 def memory_root() -> Path:
-    """Where RAM tiers live: ``/dev/shm`` when it exists (tmpfs), else the temporary directory."""
+    """Where RAM tiers live: ``$GOODPUTLAB_SHM_DIR``, else ``/dev/shm`` when it exists (tmpfs), else
+    the temporary directory."""
+    configured = os.environ.get(SHM_DIR_ENV)
+    if configured:
+        return Path(configured)
     shm = Path("/dev/shm")
     return shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+
+
+def tier_bytes(state_bytes: int) -> int:
+    """Bytes a RAM tier takes for a state of ``state_bytes``: two full slots and their files."""
+    return 2 * (state_bytes + state_bytes // 50) + _TIER_HEADROOM_BYTES  # 2% for alignment and skeletons
+
+
+def free_bytes(root: Path) -> int:
+    """Free bytes in the file system of ``root`` (0 when it cannot be read)."""
+    try:
+        return shutil.disk_usage(root).free
+    except OSError:
+        return 0
+
+
+def choose_memory_root(need_bytes: int, fallbacks: tuple[Path, ...] = ()) -> tuple[Path, str | None]:
+    """A directory with room for a tier of ``need_bytes``: :func:`memory_root` when it has the room,
+    else the first of ``fallbacks`` and the temporary directory that does. Returns ``(root, note)``,
+    ``note`` saying why the tier is not in the preferred place (``None`` when it is).
+
+    Containers give ``/dev/shm`` 64 MB by default (Docker, Binder): a tier that does not fit there
+    would die with SIGBUS at its first save. A tier on disk still outlives a killed worker, and its
+    pages stay in the page cache while memory allows; it is slower only under memory pressure.
+    Raises ``OSError`` when no candidate has the room.
+    """
+    preferred = memory_root()
+    have = free_bytes(preferred) if preferred.is_dir() and os.access(preferred, os.W_OK) else 0
+    if have >= need_bytes:
+        return preferred, None
+    tried = [f"{preferred} ({have / 2**20:.0f} MiB free)"]
+    for root in (*fallbacks, Path(tempfile.gettempdir())):
+        root_free = free_bytes(root) if root.is_dir() and os.access(root, os.W_OK) else 0
+        if root_free >= need_bytes:
+            note = (
+                f"the RAM tier needs {need_bytes / 2**20:.0f} MiB and {preferred} has {have / 2**20:.0f} MiB free "
+                f"(containers give /dev/shm 64 MB unless started with --shm-size); it is in {root} instead"
+            )
+            return root, note
+        tried.append(f"{root} ({root_free / 2**20:.0f} MiB free)")
+    raise OSError(
+        f"the RAM tier needs {need_bytes / 2**20:.0f} MiB and no directory has the room: {', '.join(tried)}; "
+        "free some space, start the container with a larger --shm-size, or use --ckpt async"
+    )
 
 
 def create_memory_tier_dir(root: Path | None = None) -> Path:
@@ -215,6 +268,10 @@ class _MappedSlot:
         try:
             if os.fstat(fd).st_size != max(nbytes, 1):
                 os.ftruncate(fd, max(nbytes, 1))
+                # reserve the pages now: on a full tmpfs a write into a sparse mapping is a SIGBUS,
+                # a reservation that does not fit is a clean OSError (ENOSPC)
+                if hasattr(os, "posix_fallocate"):
+                    os.posix_fallocate(fd, 0, max(nbytes, 1))
             self.mm = mmap.mmap(fd, max(nbytes, 1), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         finally:
             os.close(fd)  # the mapping keeps the memory; no descriptor stays open per slot
@@ -238,13 +295,14 @@ class _MappedSlot:
         self.mm.close()
 
 
-def _copy_out_verified(mm: mmap.mmap, meta: dict, nbytes: int, target, slot: int) -> dict[str, Any]:
+def _copy_out_verified(mm: mmap.mmap, meta: dict, nbytes: int, target, slot: int, into=None) -> dict[str, Any]:
     """Every tensor of a slot copied out of its mapping (to ``target`` when it was saved from a device of
     that type, else to the CPU), each chunk's CRC-32 checked; ``ValueError`` on the first mismatch.
 
-    A helper thread checksums the chunks already copied, which are still in the CPU cache:
+    Helper threads checksum the chunks already copied, which are still in the CPU cache:
     verification overlaps the copy instead of adding a second pass over the memory. Nothing is
-    returned unless every chunk matches.
+    returned unless every chunk matches. ``into``: tensors allocated (and touched) ahead, by
+    name; a tensor of the same shape, dtype and device is copied into, not allocated.
     """
     import torch
 
@@ -252,7 +310,7 @@ def _copy_out_verified(mm: mmap.mmap, meta: dict, nbytes: int, target, slot: int
     tensors = {}
     checks, view = [], None
     try:
-        with ThreadPoolExecutor(max_workers=1) as helper:
+        with ThreadPoolExecutor(max_workers=_CRC_THREADS) as helper:
             submitted = 0
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # "buffer is not writable": we only read, then copy
@@ -266,7 +324,11 @@ def _copy_out_verified(mm: mmap.mmap, meta: dict, nbytes: int, target, slot: int
                         tensors[e["name"]] = torch.empty(e["shape"], dtype=dtype, device=where)
                         continue
                     view = torch.frombuffer(mm, dtype=dtype, count=count, offset=e["offset"])
-                    tensors[e["name"]] = view.view(e["shape"]).to(where, copy=True)
+                    dst = (into or {}).get(e["name"])
+                    if dst is not None and dst.shape == tuple(e["shape"]) and dst.dtype == dtype and dst.device == where:
+                        tensors[e["name"]] = dst.copy_(view.view(e["shape"]))  # into memory touched ahead
+                    else:
+                        tensors[e["name"]] = view.view(e["shape"]).to(where, copy=True)
                     del view
                     done = (e["offset"] + e["nbytes"]) // CRC_CHUNK_BYTES  # chunks wholly copied so far
                     if done > submitted:
@@ -297,6 +359,11 @@ class MemoryTier:
             raise FileNotFoundError(f"RAM tier {self.root} does not exist (the supervisor creates it)")
         self.max_file_bytes = max_file_bytes if max_file_bytes is not None else default_max_file_bytes()
         self._slots: dict[int, _MappedSlot] = {}
+        # Made ahead by warm() (a hot spare waiting for the job), each used by one load():
+        self._warm: dict[str, Any] = {}  # memory a restore copies into, allocated and touched
+        self._warm_layout: tuple | None = None
+        self._warm_meta: tuple[str, Any] | None = None  # (sha256, parsed meta) of the newest snapshot
+        self._mapped: dict[int, tuple[tuple[int, int], mmap.mmap]] = {}  # slot -> ((inode, size), mapping)
 
     # --- reading --------------------------------------------------------------------------
     def current(self) -> dict[str, Any] | None:
@@ -350,12 +417,14 @@ class MemoryTier:
             raise ValueError(f"current.json names slot {slot!r}")
         meta = self._read_meta(slot, cur.get("meta_sha256"))
         nbytes = _check_meta(meta, slot, self.max_file_bytes)
-        mm = self._map_data(slot, nbytes)
+        mm, mapped_ahead = self._map_data(slot, nbytes)
         target = torch.device(device) if device is not None else torch.device("cpu")
+        warm, self._warm, self._warm_layout = self._warm, {}, None  # warm memory serves one restore
         try:
-            tensors = _copy_out_verified(mm, meta, nbytes, target, slot)
+            tensors = _copy_out_verified(mm, meta, nbytes, target, slot, into=warm)
         finally:
-            mm.close()
+            if not mapped_ahead:
+                mm.close()  # (a mapping made ahead is closed with the tier, after the restore)
         ckpt = Checkpoint(int(meta["step"]), self.root / f"slot-{slot}", tier="memory")
         return ckpt, unflatten(meta["skeleton"], tensors)
 
@@ -369,10 +438,14 @@ class MemoryTier:
             raise ValueError(str(e)) from None
         if hashlib.sha256(meta_bytes).hexdigest() != sha256:
             raise ValueError(f"slot-{slot}.meta sha256 mismatch")
+        ahead, self._warm_meta = self._warm_meta, None
+        if ahead is not None and ahead[0] == sha256:
+            return ahead[1]  # parsed ahead (warm) from bytes with this very sha256
         return safe_torch_load(meta_bytes, f"slot-{slot}.meta")
 
-    def _map_data(self, slot: int, nbytes: int) -> mmap.mmap:
-        """A read-only mapping of a slot's data file (a regular file of at least ``nbytes``)."""
+    def _map_data(self, slot: int, nbytes: int) -> tuple[mmap.mmap, bool]:
+        """A read-only mapping of a slot's data file (a regular file of at least ``nbytes``), and whether
+        it is one made ahead (:meth:`warm`: its pages already faulted in; the tier closes it)."""
         try:
             fd, size = open_regular(self.root / f"slot-{slot}.data", self.max_file_bytes)
         except FileNotFoundError:
@@ -382,9 +455,67 @@ class MemoryTier:
         try:
             if size < nbytes:
                 raise ValueError(f"slot-{slot}.data has {size} bytes, needs {nbytes}")
-            return mmap.mmap(fd, max(nbytes, 1), mmap.MAP_SHARED, mmap.PROT_READ)
+            ahead = self._mapped.get(slot)
+            if ahead is not None and ahead[0] == (os.fstat(fd).st_ino, size):
+                return ahead[1], True
+            return mmap.mmap(fd, max(nbytes, 1), mmap.MAP_SHARED, mmap.PROT_READ), False
         finally:
             os.close(fd)
+
+    def warm(self, device=None) -> int:
+        """Get ready for a fast :meth:`load`: parse the newest snapshot's meta, map the slots, and
+        allocate and touch the memory a restore copies into.
+
+        A restore in a fresh process pays for its memory: every new page is a fault, and on a busy
+        machine that costs as much as copying the page. A hot spare
+        (:mod:`goodputlab.recovery.standby`) calls this while it waits, again whenever a new
+        snapshot is published, so its restore is a checked copy into warm memory (the meta file is
+        still read and its sha256 checked; every chunk's CRC-32 still is). Returns the bytes held
+        ready (0 without a readable snapshot). Cheap when nothing changed.
+        """
+        import torch
+
+        cur = self.current()
+        if cur is None or cur.get("damaged"):
+            return 0
+        if self._warm_meta is None or self._warm_meta[0] != cur.get("meta_sha256"):
+            try:
+                meta = self._read_meta(cur["slot"], cur.get("meta_sha256"))
+                _check_meta(meta, cur["slot"], self.max_file_bytes)
+            except (OSError, ValueError):
+                return 0  # being replaced, or damaged: load() will say so
+            self._warm_meta = (cur["meta_sha256"], meta)
+        meta = self._warm_meta[1]
+        self._map_ahead()
+        target = torch.device(device) if device is not None else torch.device("cpu")
+        layout = tuple((e["name"], tuple(e["shape"]), e["dtype"], e.get("device", "cpu")) for e in meta["index"])
+        if layout != self._warm_layout:
+            warm = {}
+            for name, shape, dtype, dev in layout:
+                where = target if dev == target.type else torch.device("cpu")
+                warm[name] = torch.zeros(shape, dtype=getattr(torch, dtype), device=where)  # zeros: every page touched
+            self._warm, self._warm_layout = warm, layout
+        return sum(t.numel() * t.element_size() for t in self._warm.values())
+
+    def _map_ahead(self) -> None:
+        """Map both slots' data files read-only, their pages faulted in, for :meth:`load` (kept while
+        the files stay the same)."""
+        for slot in (0, 1):
+            try:
+                fd, size = open_regular(self.root / f"slot-{slot}.data", self.max_file_bytes)
+            except (OSError, UnsafeFileError):
+                continue
+            try:
+                key = (os.fstat(fd).st_ino, size)
+                if (slot in self._mapped and self._mapped[slot][0] == key) or size == 0:
+                    continue
+                mm = mmap.mmap(fd, size, mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), mmap.PROT_READ)
+            finally:
+                os.close(fd)
+            old = self._mapped.pop(slot, None)
+            if old is not None:
+                old[1].close()
+            self._mapped[slot] = (key, mm)
 
     # --- writing --------------------------------------------------------------------------
     def free_slot(self) -> int:
@@ -443,3 +574,6 @@ class MemoryTier:
         for mapped in self._slots.values():
             mapped.close()
         self._slots.clear()
+        for _, mm in self._mapped.values():
+            mm.close()
+        self._mapped.clear()

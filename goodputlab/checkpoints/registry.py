@@ -73,3 +73,5 @@ class RunResource:
 
     env: dict[str, str] = field(default_factory=dict)
     cleanup: Callable[[], None] = lambda: None
+    #: markers for the run's event log, ``(kind, fields)``: what the resource is and where it went
+    events: list[tuple[str, dict]] = field(default_factory=list)

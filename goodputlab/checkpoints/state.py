@@ -70,28 +70,33 @@ def capture_state(model, optimizer, scheduler, step: int, data_position: dict[st
 
 
 def check_training_state(state: Any, step: int, model, optimizer=None) -> None:
-    """Raise ``ValueError`` unless ``state`` is a complete training state of ``model`` after ``step`` steps.
+    """Raise ``ValueError`` unless ``state`` is a training state of ``model`` after ``step`` steps.
 
     Checked before anything is applied (so a refused checkpoint leaves the live objects
     untouched): the keys :func:`capture_state` writes, the step, and every model tensor's
     name, shape and dtype. A checkpoint that verifies but fails this is skipped like a
-    damaged one.
+    damaged one. A part the state says it left out on purpose (``--ckpt-omit``,
+    :mod:`goodputlab.recovery.omit`) may be missing; nothing else may.
     """
     import torch
 
+    from ..recovery.omit import omitted_parts, required_keys
+
     if not isinstance(state, dict):
         raise ValueError(f"the state is a {type(state).__name__}, not a training state")
-    missing = [k for k in ("step", "model", "optimizer", "scheduler", "data", "rng") if k not in state]
+    left_out = omitted_parts(state)
+    keys = required_keys(state, ("step", "model", "optimizer", "scheduler", "data", "rng"))
+    missing = [k for k in keys if k not in state]
     if missing:
         raise ValueError(f"the state has no {', '.join(missing)}")
     if not _is_count(state["step"]) or state["step"] != step:
         raise ValueError(f"the state is of step {state['step']!r}, its checkpoint of step {step}")
-    if not isinstance(state["data"], dict) or not _is_count(state["data"].get("batch_size")):
+    if "data" in keys and (not isinstance(state["data"], dict) or not _is_count(state["data"].get("batch_size"))):
         raise ValueError("the state has no data position")
     for key in ("optimizer", "scheduler", "rng"):
-        if not isinstance(state[key], dict):
+        if key in keys and not isinstance(state[key], dict):
             raise ValueError(f"the state's {key} is a {type(state[key]).__name__}")
-    if not {"python", "numpy", "torch"} <= set(state["rng"]):
+    if "rng" in keys and not {"python", "numpy", "torch"} <= set(state["rng"]):
         raise ValueError("the state lacks an RNG state")
     expected, got = model.state_dict(), state["model"]
     if not isinstance(got, dict) or set(got) != set(expected):
@@ -100,7 +105,7 @@ def check_training_state(state: Any, step: int, model, optimizer=None) -> None:
         v = got[name]
         if not isinstance(v, torch.Tensor) or v.shape != t.shape or v.dtype != t.dtype:
             raise ValueError(f"the state's {name} does not match this model")
-    if optimizer is not None:
+    if optimizer is not None and "optimizer" not in left_out:
         groups = state["optimizer"].get("param_groups")
         live = optimizer.state_dict()["param_groups"]
         if (
@@ -113,9 +118,19 @@ def check_training_state(state: Any, step: int, model, optimizer=None) -> None:
 
 
 def apply_state(state: dict[str, Any], model, optimizer, scheduler) -> int:
-    """Load ``state`` into the live objects; returns the step to continue from."""
+    """Load ``state`` into the live objects; returns the step to continue from.
+
+    A part the state left out on purpose is not restored: without the optimizer's state,
+    AdamW starts its moments from zero (the learning rate still follows the restored
+    schedule); without the RNG states, the worker's own draws go on (other dropout masks).
+    """
     model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
+    if "optimizer" in state:
+        optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
-    restore_rng(state["rng"])
+    if "optimizer" not in state:  # the schedule's rate is the optimizer's own setting: put it back
+        for group, lr in zip(optimizer.param_groups, scheduler.get_last_lr()):
+            group["lr"] = lr
+    if "rng" in state:
+        restore_rng(state["rng"])
     return int(state["step"])

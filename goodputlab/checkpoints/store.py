@@ -44,6 +44,7 @@ STATE_FILE = "state.pt"
 MANIFEST = "manifest.json"
 LAYOUT_TORCH = "torch_save"  # one state.pt written by torch.save
 LAYOUT_DCP = "dcp"  # a torch.distributed.checkpoint directory (goodputlab.checkpoints.strategies.dcp)
+LAYOUT_DCP_SHARDED = "dcp_sharded"  # written by every rank of a distributed job (goodputlab.checkpoints.dcp_sharded_layout)
 _NAME = re.compile(r"^step-(\d{8,})$")
 MANIFEST_MAX_BYTES = 1 << 20  # a manifest lists a handful of files: a few hundred bytes
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -93,7 +94,13 @@ def _sha256_of(f) -> str:
     while chunk := f.read(_HASH_CHUNK):
         sha.update(chunk)
     return sha.hexdigest()
-_REQUIRED_FILES = {LAYOUT_TORCH: (STATE_FILE,), LAYOUT_DCP: (".metadata", "skeleton.pt")}
+
+
+_REQUIRED_FILES = {
+    LAYOUT_TORCH: (STATE_FILE,),
+    LAYOUT_DCP: (".metadata", "skeleton.pt"),
+    LAYOUT_DCP_SHARDED: (".metadata", "skeleton.pt", "rank-00000.pt"),  # every rank's rank-R.pt: checked on load
+}
 
 
 def _is_count(value: Any) -> bool:
@@ -329,13 +336,16 @@ class CheckpointStore:
             raise ValueError(f"{name} has {size} bytes, manifest says {entry['bytes']}")
         return fd
 
-    def verify(self, path: Path) -> dict[str, Any]:
+    def verify(self, path: Path, names: list[str] | None = None) -> dict[str, Any]:
         """Check every file the manifest lists (a regular file, its size and sha256); returns the manifest.
 
+        ``names``: check only these listed files (the ranks of a job each check a share).
         Raises ``ValueError`` naming the first problem. Reads every byte once.
         """
         manifest = self.manifest(path)
         for name, entry in manifest["files"].items():
+            if names is not None and name not in names:
+                continue
             with os.fdopen(self._open_listed(path, name, entry), "rb") as fh:
                 digest = _sha256_of(fh)
             if digest != entry["sha256"]:
@@ -374,6 +384,11 @@ class CheckpointStore:
 
             self.verify(path)
             return load_dcp_checkpoint(path, files=manifest["files"], max_file_bytes=self.max_file_bytes)
+        if manifest["layout"] == LAYOUT_DCP_SHARDED:  # written by the ranks of a distributed job: read whole here
+            from .dcp_sharded_layout import load_unsharded
+
+            self.verify(path)
+            return load_unsharded(path, files=manifest["files"], max_file_bytes=self.max_file_bytes)
         return safe_torch_load(self.read_verified(path), STATE_FILE)
 
     def load_newest_valid(

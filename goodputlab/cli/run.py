@@ -35,8 +35,12 @@ examples:
       a slow input pipeline: 20 ms per batch, 2 loader workers 4 batches ahead
   goodputlab run --ckpt memory --memory-disk-every 4 --ckpt-every auto --mtbf 6 --out runs/r4
       a RAM tier with every 4th save on disk, the interval from Daly's formula
-  goodputlab run --resume --out runs/r1
-      continue a stopped run from its newest valid checkpoint
+  goodputlab run --nproc 2 --mtbf 30 --straggler-rank 1 --straggler-prob 0.5 --out runs/r5
+      2 ranks under torchrun: a failure kills one rank, rank 1 straggles on half its steps
+  goodputlab run --resume runs/r1
+      continue a stopped run from its newest valid checkpoint, in the same event log
+  goodputlab run --hot-spare --mtbf 8 --failure-mode hang --hang-timeout 2 --out runs/r6
+      hung workers, caught by the watchdog, replaced by a standby that is already warm
 """
 
 
@@ -81,33 +85,66 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     out.add_argument(
         "--out", metavar="DIR", help="folder for results (default runs/<time>): new, empty, or holding an earlier goodputlab run"
     )
-    out.add_argument("--resume", action="store_true", help="continue the run in --out from its newest valid checkpoint")
+    out.add_argument(
+        "--resume", nargs="?", const=True, default=None, metavar="DIR",
+        help="continue the stopped run in DIR (or --out) from its newest valid checkpoint, in the same event log; "
+        "settings given again may not change its model, batch size, learning rate or seed",
+    )
     out.add_argument("--json", action="store_true", help="print summary.json instead of the table")
     out.add_argument("--quiet", action="store_true", help="no progress bar (there is none when stderr is not a terminal)")
     r.set_defaults(func=run_command)
 
 
-def config_from(args: argparse.Namespace) -> RunConfig:
-    """The :class:`RunConfig` the flags describe: every flag given, read by its field's rule; the rest default."""
+def given_settings(args: argparse.Namespace) -> dict:
+    """The settings the flags name, each read by its field's rule."""
     given = {}
     for f in flag_fields():
         text = getattr(args, f.name)
         if text is not None:
             given[f.name] = text if isinstance(text, bool) else read(f.name, text, f.metadata["rule"])
-    return RunConfig(**given)
+    return given
+
+
+def config_from(args: argparse.Namespace) -> RunConfig:
+    """The :class:`RunConfig` the flags describe: every flag given, read by its field's rule; the rest default."""
+    return RunConfig(**given_settings(args))
+
+
+def _ranks_fit_the_gpus(config: RunConfig) -> None:
+    """Ranks on GPUs take one GPU each (NCCL cannot put two ranks on one): refuse more ranks than GPUs."""
+    if config.nproc > 1 and config.device in ("cuda", "auto"):
+        from ..training.objects import cuda_device_count
+
+        gpus = cuda_device_count()
+        if gpus and config.nproc > gpus:
+            raise ConfigError("nproc", config.nproc, f"at most one rank per GPU: 1 to {gpus} (torch sees {gpus} here; "
+                              "--device cpu runs more ranks on the CPU)")
 
 
 def run_command(args: argparse.Namespace) -> int:
     """Run the experiment the flags describe; print the breakdown (or the summary as JSON)."""
-    config = config_from(args)
+    resume_dir = args.resume if isinstance(args.resume, str) else None
+    if args.resume and resume_dir is None and args.out is None:
+        raise ConfigError(
+            "resume", "without a folder", "--resume DIR (or --resume --out DIR) naming the folder of the run to continue"
+        )
+    if resume_dir is not None and args.out is not None and Path(resume_dir).resolve() != Path(args.out).resolve():
+        raise ConfigError("resume", resume_dir, f"the folder of --out ({args.out}), or --resume DIR without --out")
+    out = resume_dir if resume_dir is not None else args.out
+    if out is None:
+        out = str(Path("runs") / time.strftime("run-%Y%m%d-%H%M%S"))
+    if args.resume:  # its own configuration, with what the flags give again (checked against it)
+        from ..recovery.resume import resume_settings
+
+        config = resume_settings(out, given_settings(args))
+    else:
+        config = config_from(args)
     if config.device == "cuda":
         from ..training.objects import cuda_available
 
         if not cuda_available():
             raise ConfigError("device", "cuda", "auto or cpu: torch sees no CUDA device here")
-    if args.resume and args.out is None:
-        raise ConfigError("resume", "without --out", "--resume with --out naming the folder of the run to continue")
-    out = args.out if args.out is not None else str(Path("runs") / time.strftime("run-%Y%m%d-%H%M%S"))
+    _ranks_fit_the_gpus(config)
     result = _run_reporting_trouble(config, out, args)
     if not isinstance(result, int):
         summary = result.summary
@@ -139,7 +176,7 @@ def _run_reporting_trouble(config: RunConfig, out: str, args: argparse.Namespace
             warnings.simplefilter("always", EventLogWarning)
             warnings.showwarning = _show_warning
             progress = not args.quiet and sys.stderr.isatty()  # a bar only where someone watches
-            return run(config, out=out, progress=progress, resume=args.resume)
+            return run(config, out=out, progress=progress, resume=bool(args.resume))
     except WorkerCrashed as e:
         print(f"goodputlab run: the training worker crashed (exit code {e.returncode}); log: {e.log}", file=sys.stderr)
         if e.disk_full:  # not a bug: say so plainly; the worker's traceback is in its log

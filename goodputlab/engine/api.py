@@ -102,7 +102,11 @@ def run(
     for none, or a callable that receives :class:`~goodputlab.engine.supervisor.Progress`.
     Raises :class:`~goodputlab.errors.ConfigError` for a bad setting, before anything starts.
     """
-    if config is None:
+    if config is None and resume and out is not None:  # the run's own configuration, with these changes
+        from ..recovery.resume import resume_settings
+
+        config = resume_settings(out, settings)
+    elif config is None:
         config = RunConfig(**settings)
     elif settings:
         config = config.replace(**settings)

@@ -19,8 +19,11 @@ from typing import Any, Callable
 
 from .. import validate
 from ..checkpoints import registry
+from ..distributed import launch
 from ..errors import ConfigError, check
 from ..theory.data_stall import DEFAULT_PREFETCH
+from ..recovery.modes import FAILURE_MODES, KILL, LOADER_DEATH, describe_modes
+from ..recovery.omit import OmitRule
 from ..training.workload import PRESETS
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -33,9 +36,11 @@ MAX_WORKERS = 64  # DataLoader processes, each a fork of the training process
 MAX_PREFETCH = 256  # batches each worker loads ahead
 MAX_DELAY_S = 86_400.0  # a day; time.sleep overflows near 2**63 ns
 MAX_PER_BATCH_MS = 60_000.0  # a minute of emulated latency or transform per batch
+MAX_STRAGGLER_FACTOR = launch.MAX_STRAGGLER_FACTOR  # a step 100 times its time; more is a hang, not a straggler
+DEFAULT_HANG_TIMEOUT_S = 5.0  # the watchdog's timeout when --failure-mode hang gives none
 
 #: The groups of ``goodputlab run --help``, in order.
-GROUPS = ("training", "checkpoints", "failures", "input pipeline", "output")
+GROUPS = ("training", "checkpoints", "failures", "distributed", "input pipeline", "output")
 
 
 def setting(
@@ -124,6 +129,10 @@ class RunConfig:
         validate.Whole(1, unit="saves", note="1: every save"), "checkpoints", "K",
     )
     keep: int = setting(3, "checkpoints kept on disk", validate.Whole(1), "checkpoints", "N")
+    ckpt_omit: tuple[str, ...] = setting(
+        (), "leave these parts out of every checkpoint, to see what goes wrong: optimizer, data, rng (comma-separated)",
+        OmitRule(), "checkpoints", "PARTS", default_text="",
+    )
 
     # --- failures
     mtbf: float = setting(
@@ -140,6 +149,56 @@ class RunConfig:
         validate.Number(0, MAX_DELAY_S, text=f"seconds between 0 and {MAX_DELAY_S:.0f}"), "failures", "SECONDS",
     )
     max_failures: int = setting(50, "failures absorbed before giving up", validate.Whole(0), "failures", "N")
+    failure_mode: str = setting(
+        KILL, f"what a failure does: {describe_modes()}", validate.Choice(FAILURE_MODES), "failures", "MODE",
+    )
+    hang_timeout: float | None = setting(
+        None, "seconds without progress before the watchdog declares a worker hung and kills it",
+        validate.Optional(validate.Number(0, MAX_DELAY_S, low_open=True, text=f"seconds > 0 and <= {MAX_DELAY_S:.0f}")),
+        "failures", "SECONDS", default_text=f"{DEFAULT_HANG_TIMEOUT_S:g} with --failure-mode hang, else none",
+    )
+    straggler_prob: float = setting(
+        0.0, "share of steps a straggler slows (the same steps in every attempt); 0: none",
+        validate.Number(0, 1, text="a share of steps between 0 and 1 (0: no straggler, 1: every step)"),
+        "failures", "SHARE",
+    )
+    straggler_factor: float = setting(
+        2.0, "a slowed step takes this many times as long (its forward and backward)",
+        validate.Number(1, MAX_STRAGGLER_FACTOR, text=f"a number between 1 and {MAX_STRAGGLER_FACTOR:g} (1: not slowed)"),
+        "failures", "FACTOR",
+    )
+    hot_spare: bool = setting(
+        False, "keep a started worker waiting: at a failure it takes over, no new process to start",
+        validate.Boolean(), "failures",
+    )
+
+    # --- distributed (goodputlab.distributed; the rules between them: launch.check_scale_out)
+    nproc: int = setting(
+        1, "ranks on this machine: more than 1 trains data-parallel under torchrun (gloo on CPU, NCCL on CUDA); "
+        "--mtbf is then each rank's", validate.Whole(1, launch.MAX_NPROC, unit="ranks"), "distributed", "N",
+    )
+    nnodes: int = setting(
+        1, "machines in the job (each runs --nproc ranks and this command)",
+        validate.Whole(1, launch.MAX_NNODES, unit="machines"), "distributed", "N",
+    )
+    node_rank: int | None = setting(
+        None, "this machine's fixed number in a job of several (torchrun's static rendezvous)",
+        validate.Optional(validate.Whole(0)), "distributed", "N", default_text="numbered by the rendezvous",
+    )
+    rdzv_endpoint: str | None = setting(
+        None, "HOST:PORT of the rendezvous every machine can reach (needed with --nnodes > 1)",
+        validate.Optional(validate.Satisfies(launch.endpoint_parses, launch.ENDPOINT_ALLOWED)), "distributed",
+        "HOST:PORT", default_text="a private one on this machine",
+    )
+    launcher: str = setting(
+        "auto", "auto: torchrun from 2 ranks on, else one worker process; torchrun: always (one rank too)",
+        validate.Choice(launch.LAUNCHERS), "distributed", "NAME",
+    )
+    straggler_rank: int | None = setting(
+        None, "the rank that straggles (--straggler-prob and --straggler-factor say how)",
+        validate.Optional(validate.Whole(0)), "distributed", "RANK",
+        default_text="every rank, each on draws of its own",
+    )
 
     # --- input pipeline
     workers: int = setting(0, "DataLoader worker processes", validate.Whole(0, MAX_WORKERS), "input pipeline", "N")
@@ -206,10 +265,17 @@ class RunConfig:
     def resolved_lr(self) -> float:
         return self.lr if self.lr is not None else PRESETS[self.model].lr
 
+    def resolved_hang_timeout(self) -> float | None:
+        """The watchdog's timeout: ``hang_timeout``, or :data:`DEFAULT_HANG_TIMEOUT_S` for ``--failure-mode hang``."""
+        if self.hang_timeout is not None:
+            return self.hang_timeout
+        return DEFAULT_HANG_TIMEOUT_S if self.failure_mode == "hang" else None
+
     # --- (de)serialisation ------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["kill_at_steps"] = list(self.kill_at_steps)
+        d["ckpt_omit"] = list(self.ckpt_omit)
         return d
 
     @classmethod
@@ -219,8 +285,9 @@ class RunConfig:
         if unknown:
             raise ConfigError(unknown[0], d[unknown[0]], f"a known setting ({', '.join(sorted(names))})")
         d = dict(d)
-        if "kill_at_steps" in d:
-            d["kill_at_steps"] = tuple(d["kill_at_steps"])
+        for name in ("kill_at_steps", "ckpt_omit"):
+            if isinstance(d.get(name), list):
+                d[name] = tuple(d[name])
         return cls(**d)
 
     def to_json(self) -> str:
@@ -258,11 +325,22 @@ def _persistent_workers_need_workers(c: RunConfig) -> None:
     check(not c.persistent_workers or c.workers > 0, "persistent_workers", c.persistent_workers, "only with --workers >= 1")
 
 
+def _loader_death_needs_workers(c: RunConfig) -> None:
+    check(
+        c.failure_mode != LOADER_DEATH or c.workers > 0,
+        "failure_mode",
+        c.failure_mode,
+        "loader-death only with --workers >= 1 (with 0 workers there is no DataLoader worker process to kill)",
+    )
+
+
 _RULES_BETWEEN_FIELDS: dict[str, Callable[[RunConfig], None]] = {
     "batch_size": _batch_size_fits_the_data,
     "kill_at_steps": _kills_inside_the_run,
+    "straggler_rank": launch.check_scale_out,  # the last distributed field: the launch, the batch split, ckpt
     "prefetch": _prefetch_needs_workers,
     "persistent_workers": _persistent_workers_need_workers,
+    "workers": _loader_death_needs_workers,
 }
 
 

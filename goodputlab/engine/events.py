@@ -53,11 +53,29 @@ W_DATA_WAIT = "data_wait"  # blocked on the next batch
 W_COMPUTE = "compute"  # forward, backward and optimizer step of ``step``
 W_STEP_END = "step_end"  # bookkeeping after a step; carries {"loss", "samples"}
 W_CKPT_SAVE = "ckpt_save"  # the blocking part of a checkpoint save
+W_SYNC_WAIT = "sync_wait"  # a rank of a distributed job in the gradient all-reduce: its own backward is done,
+# it waits for the slowest rank (and the transfer); between the step's compute and its optimizer step (a second compute)
 W_EXIT = "exit"  # finished: releasing resources before the process exits
 
 # Phase written by goodputlab.recorder (a user's own loop): the loop's code outside the
 # recorded blocks (logging, evaluation). Booked ``other``.
 R_LOOP = "loop"
+
+# Phases and markers of recovery (failure modes, the hot spare, --resume); what each is and
+# where the ledger books it: goodputlab.recovery.booking.
+from ..recovery.booking import (  # noqa: E402
+    M_CKPT_FAILED,
+    M_DISK_FREED,
+    M_FAILURE_INJECTED,
+    M_STANDBY_SPAWNED,
+    SUP_HANDOVER,
+    SUP_HANG,
+    SUP_RESUME,
+    W_ACTIVATE,
+    W_CRASH,
+    W_LOADER_REBUILD,
+    W_STRAGGLE,
+)
 
 PHASES = frozenset(
     {
@@ -74,8 +92,16 @@ PHASES = frozenset(
         W_COMPUTE,
         W_STEP_END,
         W_CKPT_SAVE,
+        W_SYNC_WAIT,
         W_EXIT,
         R_LOOP,
+        SUP_HANG,
+        SUP_HANDOVER,
+        SUP_RESUME,
+        W_ACTIVATE,
+        W_CRASH,
+        W_LOADER_REBUILD,
+        W_STRAGGLE,
     }
 )
 
@@ -87,6 +113,8 @@ M_CKPT_INTERVAL = "ckpt_interval"  # --ckpt-every auto re-tuned: {"interval_s", 
 M_FINISH = "finish"  # the worker completed every step: {"final_state_sha256", "final_loss"}
 M_WORKER_INFO = "worker_info"  # device, parameter count, state size
 M_PIPELINE_INFO = "pipeline_info"  # the input pipeline as built: loader settings, device prefetch
+M_MEMORY_TIER = "memory_tier"  # where the RAM tier went: {"path", "needed_bytes", "free_bytes", "fallback": why not /dev/shm, or ""}
+M_CKPT_PART = "ckpt_part"  # a rank's part of a sharded checkpoint is written: {"ckpt_step", "bytes", "persist_s"}
 
 
 _ENCODE = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps builds an encoder per call
@@ -273,6 +301,7 @@ _STEP = ("a step number", _is_count)
 _KIND_FIELDS: dict[str, tuple[tuple[str, bool, tuple[str, Callable[[Any], bool]]], ...]] = {
     W_COMPUTE: (("step", True, _STEP),),
     W_DATA_WAIT: (("step", True, _STEP),),
+    W_SYNC_WAIT: (("step", True, _STEP),),
     W_STEP_END: (
         ("step", True, _STEP),
         ("loss", False, ("a number", _optional(_is_number))),

@@ -13,7 +13,10 @@ What needs judgement is which category a phase belongs to:
   between the kill and the next launch;
 * loading a checkpoint is ``checkpoint_restore``; the blocking part of a save is
   ``checkpoint_save``; a blocked ``next(batch)`` is ``data_wait``; bookkeeping
-  between steps and process teardown are ``other``.
+  between steps and process teardown are ``other``;
+* in a distributed job, waiting in the gradient all-reduce for the slowest rank
+  (``sync_wait``) is ``straggler_wait``. A step's compute may then come in two parts,
+  before and after the all-reduce; both count as that step's execution.
 """
 
 from __future__ import annotations
@@ -23,18 +26,21 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .. import categories as C
+from ..recovery import booking
 from . import events as E
 
 _SUPERVISOR_KINDS = frozenset(
     {E.SUP_START, E.SUP_SPAWN, E.SUP_FAILURE, E.SUP_RESTART_DELAY, E.SUP_END, E.SUP_TEARDOWN}
-)
+) | booking.SUPERVISOR_PHASES
 _STATIC = {
+    **booking.PHASE_CATEGORIES,  # recovery's phases: hang, handover, resume, activate, crash, loader_rebuild, straggle
     E.SUP_START: C.STARTUP,
     E.SUP_FAILURE: C.RESTART,
     E.SUP_RESTART_DELAY: C.RESTART,
     E.W_RESTORE: C.CHECKPOINT_RESTORE,
     E.W_DATA_WAIT: C.DATA_WAIT,
     E.W_CKPT_SAVE: C.CHECKPOINT_SAVE,
+    E.W_SYNC_WAIT: C.STRAGGLER_WAIT,
     E.W_STEP_END: C.OTHER,
     E.W_EXIT: C.OTHER,
     E.SUP_TEARDOWN: C.OTHER,
@@ -185,11 +191,13 @@ def _category(event: dict, survivors: set[tuple[int, int]]) -> str:
 
 
 def summarize(events: Iterable[dict], config: dict[str, Any]) -> dict[str, Any]:
-    """The run's summary: goodput, wall time, the eight buckets and the run's facts.
+    """The run's summary: goodput, wall time, the buckets (one per category) and the run's facts.
 
     Keys: ``goodput, wall_s, buckets, failures, checkpoints, steps_completed,
     steps_executed, final_loss, initial_loss, final_state_sha256, completed,
-    stop_reason, attempts, auto_interval, config`` and details of the worker.
+    stop_reason, attempts, auto_interval, recovery, config`` and details of the worker;
+    ``recovery`` is :func:`goodputlab.recovery.booking.recovery_facts` (failures injected by
+    mode, hang detection times, straggler time, failed saves, loader rebuilds, handovers).
     """
     log = _read(events)
     ledger, survivors, events = _ledger(log), log.survivors, log.in_order
@@ -208,7 +216,7 @@ def summarize(events: Iterable[dict], config: dict[str, Any]) -> dict[str, Any]:
         "checkpoints": sum(1 for e in events if e["kind"] == E.M_CKPT_COMMIT),
         "checkpoints_skipped_invalid": sum(1 for e in events if e["kind"] == E.M_CKPT_INVALID),
         "steps_completed": steps_completed,
-        "steps_executed": sum(1 for e in events if e["kind"] == E.W_COMPUTE),
+        "steps_executed": len({(e["attempt"], e["step"]) for e in events if e["kind"] == E.W_COMPUTE}),
         "initial_loss": losses.get(0),
         "final_loss": losses[max(losses)] if losses else None,
         "final_state_sha256": finish["final_state_sha256"] if finish else None,
@@ -223,22 +231,25 @@ def summarize(events: Iterable[dict], config: dict[str, Any]) -> dict[str, Any]:
         "auto_interval": (
             {k: auto[k] for k in ("interval_s", "save_s", "mtbf_s", "failures_seen") if k in auto} if auto else None
         ),
+        "recovery": booking.recovery_facts(events, E.PHASES),
         "config": config,
     }
 
 
 def per_step(events: Iterable[dict]) -> list[dict[str, Any]]:
-    """One row per step execution: attempt, step, data wait and compute seconds, loss, survived."""
+    """One row per step execution: attempt, step, data wait, compute and sync wait seconds, loss, survived."""
     log = _read(events)
     events, survivors, phases = log.events, log.survivors, log.phases
     rows: dict[tuple[int, int], dict[str, Any]] = defaultdict(
-        lambda: {"data_wait_s": 0.0, "compute_s": 0.0, "loss": None}
+        lambda: {"data_wait_s": 0.0, "compute_s": 0.0, "sync_wait_s": 0.0, "loss": None}
     )
     for cur, nxt in zip(phases, phases[1:]):
         if cur["kind"] == E.W_DATA_WAIT:
             rows[(cur["attempt"], cur["step"])]["data_wait_s"] += nxt["t"] - cur["t"]
         elif cur["kind"] == E.W_COMPUTE:
             rows[(cur["attempt"], cur["step"])]["compute_s"] += nxt["t"] - cur["t"]
+        elif cur["kind"] == E.W_SYNC_WAIT:
+            rows[(cur["attempt"], cur["step"])]["sync_wait_s"] += nxt["t"] - cur["t"]
     for e in events:
         if e["kind"] == E.W_STEP_END and (e["attempt"], e["step"]) in rows:
             rows[(e["attempt"], e["step"])]["loss"] = e["loss"]

@@ -9,7 +9,10 @@ The rules:
 * **Attempts.** Ranks number their attempts on their own, and a rank that died
   before it started recording has a gap. So attempts are matched by time: the
   attempts of different ranks that overlap in time are one attempt of the job
-  (``torchrun`` kills every rank before it restarts them).
+  (``torchrun`` kills every rank before it restarts them). When the ranks number
+  them alike (the lab's distributed worker records ``torchrun``'s restart count),
+  ``numbered=True`` takes the numbers as they are: an attempt killed right after
+  it started has too few events to overlap.
 * **The job is as far as its slowest rank.** In synchronous data or model
   parallel training a rank that is ahead blocks in the next collective, so at
   every instant the job's phase is the phase of the rank that holds it back,
@@ -18,11 +21,27 @@ The rules:
   restoring, saving, waiting for data, in the loop's own code, computing. Among
   ranks computing, the lowest step holds the job back. The job computes only
   while every rank computes.
+* **Waiting for the slowest rank.** A rank in ``sync_wait`` (its backward is done,
+  it waits in the gradient all-reduce) holds the job back least: the job is then as
+  far as the rank it waits for. While *every* rank is in ``sync_wait`` the
+  all-reduce is moving data, which is part of the step: the job computes. Of the
+  stretch in which the job computes a step up to that collective, as long as the
+  fastest rank's own compute of the step took is ``compute``; the rest is
+  ``sync_wait`` (booked ``straggler_wait``): the time the faster ranks waited for the
+  slowest. The split is read off the ranks' own phases, so it is measured, and a rank
+  that started late because of its data is not counted twice (its late start is
+  ``data_wait``, its compute is as long as the others').
+* **Steps.** The job's ``step_end`` of a step carries the mean of its ranks' losses
+  (each rank's loss is the mean over an equal shard) and the ranks' sample indices
+  in rank order (the whole batch).
 * **Checkpoints.** A checkpoint counts once, when the last rank that reported
   it did; the job resumes from the newest checkpoint that every rank that
   reports checkpoints has committed (ranks that save nothing, as when only rank
   0 calls ``torch.save``, do not hold it back).
-* **The end.** The job completed when every rank of its last attempt did.
+* **Markers.** Every other marker (a restore, a damaged checkpoint skipped, a
+  rank's part of a checkpoint written) is kept, with its rank and the job's attempt.
+* **The end.** The job completed when every rank of its last attempt did. Its
+  ``final_state_sha256`` is the ranks' when they all report the same one.
 
 Each rank's log must already end with an ``end`` event (the recorder's reader
 adds one for an attempt that never closed). The result is sorted by time and
@@ -53,11 +72,18 @@ HOLD_BACK: dict[str, int] = {
     E.SUP_TEARDOWN: 6,
     E.SUP_END: 6,
     E.W_COMPUTE: 7,
+    E.W_SYNC_WAIT: 8,  # waiting for the others: never the rank that holds the job back
 }
 
 
-def job_attempts(ranks: Mapping[int, Sequence[dict]]) -> dict[tuple[int, int], int]:
-    """``(rank, rank's attempt) -> the job's attempt``: attempts overlapping in time are one."""
+def job_attempts(ranks: Mapping[int, Sequence[dict]], numbered: bool = False) -> dict[tuple[int, int], int]:
+    """``(rank, rank's attempt) -> the job's attempt``: attempts overlapping in time are one.
+
+    ``numbered``: the ranks already number their attempts alike (``torchrun``'s
+    ``TORCHELASTIC_RESTART_COUNT``, the same on every rank of a group): taken as they are.
+    """
+    if numbered:
+        return {(rank, e["attempt"]): e["attempt"] for rank, evs in ranks.items() for e in evs}
     spans = []
     for rank, events in ranks.items():
         bounds: dict[int, list[float]] = {}
@@ -88,8 +114,10 @@ def newest_common_checkpoint(ranks: Mapping[int, Sequence[dict]]) -> int:
     return min(newest) if newest else 0
 
 
-def merge_ranks(ranks: Mapping[int, Sequence[dict]]) -> list[dict]:
+def merge_ranks(ranks: Mapping[int, Sequence[dict]], numbered: bool = False) -> list[dict]:
     """The job's event log from each rank's (``rank -> events``); see the module's rules.
+
+    ``numbered``: the ranks' attempt numbers are the job's (see :func:`job_attempts`).
 
     Every event of the result has ``t, attempt, step, kind``; phases also carry the
     ``rank`` that set them (and that event's fields, such as a step's loss).
@@ -97,13 +125,15 @@ def merge_ranks(ranks: Mapping[int, Sequence[dict]]) -> list[dict]:
     ranks = {r: sorted(evs, key=lambda e: e["t"]) for r, evs in ranks.items() if evs}
     if not ranks:
         return []
-    attempt_of = job_attempts(ranks)
+    attempt_of = job_attempts(ranks, numbered)
     participants: dict[int, set[int]] = {}
     for (rank, _), job in attempt_of.items():
         participants.setdefault(job, set()).add(rank)
     t_end = max(e["t"] for evs in ranks.values() for e in evs)
-    out = _job_phases(ranks, attempt_of, participants, t_end)
+    out = _split_straggler_wait(_job_phases(ranks, attempt_of, participants, t_end), ranks, attempt_of)
+    _job_steps(out, ranks, attempt_of)
     out.extend(_job_commits(ranks, attempt_of))
+    out.extend(_job_markers(ranks, attempt_of))
     out.extend(_job_end(ranks, participants, t_end))
     out.sort(key=lambda e: e["t"])  # stable: the end stays last
     return out
@@ -127,9 +157,11 @@ def _job_phases(ranks, attempt_of, participants, t_end: float) -> list[dict]:
         t = changes[i][0]
         while i < len(changes) and changes[i][0] == t:
             _, rank, _, e = changes[i]
+            i += 1
+            if e["kind"] == E.SUP_END and t >= t_end:
+                continue  # a log's last event ends it; at that instant the rank is still in its last phase
             current[rank] = e
             job = max(job, e["attempt"])
-            i += 1
         worst = None
         for rank in sorted(participants[job]):
             e = current.get(rank)
@@ -143,6 +175,9 @@ def _job_phases(ranks, attempt_of, participants, t_end: float) -> list[dict]:
         if e["kind"] == E.SUP_END and t >= t_end:
             continue  # the job's own end is added by _job_end
         state = (e["kind"], e["attempt"], e.get("step"))
+        if e["kind"] == E.W_SYNC_WAIT:  # every rank is in the all-reduce: it transfers, the step computes
+            e = {**e, "kind": E.W_COMPUTE, "collective": True}
+            state = ("collective", e["attempt"], e.get("step"))
         if state != last_key:
             out.append({**e, "t": t})
             last_key = state
@@ -161,6 +196,17 @@ def _job_commits(ranks, attempt_of) -> list[dict]:
     return list(commits.values())
 
 
+def _job_markers(ranks, attempt_of) -> list[dict]:
+    """Every other marker of every rank (a restore, a skipped checkpoint, a part written), with its rank."""
+    kept = (E.M_CKPT_COMMIT, E.M_FINISH)
+    return [
+        {**e, "attempt": attempt_of[(rank, e["attempt"])], "rank": rank}
+        for rank, evs in ranks.items()
+        for e in evs
+        if e["kind"] not in E.PHASES and e["kind"] not in kept
+    ]
+
+
 def _job_end(ranks, participants, t_end: float) -> list[dict]:
     """The job's ``finish`` (when every rank of its last attempt completed) and its ``end``."""
     last_job = max(participants)
@@ -173,8 +219,11 @@ def _job_end(ranks, participants, t_end: float) -> list[dict]:
     if completed:
         finishes = [e for evs in ranks.values() for e in evs if e["kind"] == E.M_FINISH]
         steps = max((e.get("step") or 0 for e in finishes), default=0)
+        hashes = {e.get("final_state_sha256") for e in finishes}
+        losses = [e["final_loss"] for e in finishes if isinstance(e.get("final_loss"), (int, float))]
         out.append({"t": t_end, "attempt": last_job, "step": steps, "kind": E.M_FINISH,
-                    "final_state_sha256": None, "final_loss": None})
+                    "final_state_sha256": hashes.pop() if len(hashes) == 1 else None,
+                    "final_loss": sum(losses) / len(losses) if losses and len(losses) == len(finishes) else None})
     reasons = sorted({e.get("reason", "unknown") for e in final_ends})
     out.append(
         {
@@ -189,3 +238,60 @@ def _job_end(ranks, participants, t_end: float) -> list[dict]:
         }
     )
     return out
+
+
+def _own_compute(ranks: Mapping[int, Sequence[dict]], attempt_of) -> dict[tuple[int, int], dict[int, tuple[float, float]]]:
+    """``(job attempt, step) -> {rank: (seconds of its own compute before its all-reduce, when that ended)}``."""
+    found: dict[tuple[int, int], dict[int, tuple[float, float]]] = {}
+    for rank, evs in ranks.items():
+        phases = [e for e in evs if e["kind"] in E.PHASES]
+        for cur, nxt in zip(phases, phases[1:]):
+            if cur["kind"] == E.W_COMPUTE and nxt["kind"] == E.W_SYNC_WAIT and cur["step"] == nxt["step"]:
+                mine = found.setdefault((attempt_of[(rank, cur["attempt"])], cur["step"]), {})
+                mine.setdefault(rank, (nxt["t"] - cur["t"], nxt["t"]))  # the first part: forward and own backward
+    return found
+
+
+def _split_straggler_wait(out: list[dict], ranks: Mapping[int, Sequence[dict]], attempt_of) -> list[dict]:
+    """Split each stretch in which the job computes a step up to its collective into the fastest
+    rank's compute time and the wait for the slowest (a ``sync_wait`` phase); see the module's rules."""
+    own = _own_compute(ranks, attempt_of)
+    result: list[dict] = []
+    for cur, nxt in zip(out, out[1:] + [None]):
+        result.append(cur)
+        if (
+            nxt is None
+            or cur["kind"] != E.W_COMPUTE
+            or cur.get("collective")
+            or not nxt.get("collective")
+            or (nxt["attempt"], nxt["step"]) != (cur["attempt"], cur["step"])
+        ):
+            continue
+        times = own.get((cur["attempt"], cur["step"]))
+        if not times:
+            continue
+        at = cur["t"] + min(d for d, _ in times.values())
+        slowest = max(times, key=lambda r: times[r][1])  # the rank that joined the all-reduce last
+        if at < nxt["t"]:
+            result.append({**cur, "t": at, "kind": E.W_SYNC_WAIT, "rank": slowest, "waiting_for": slowest})
+    return result
+
+
+def _job_steps(out: list[dict], ranks: Mapping[int, Sequence[dict]], attempt_of) -> None:
+    """Give every job ``step_end`` the mean of its ranks' losses and their samples in rank order."""
+    by_step: dict[tuple[int, int], dict[int, dict]] = {}
+    for rank, evs in ranks.items():
+        for e in evs:
+            if e["kind"] == E.W_STEP_END:
+                by_step.setdefault((attempt_of[(rank, e["attempt"])], e["step"]), {})[rank] = e
+    for e in out:
+        if e["kind"] != E.W_STEP_END:
+            continue
+        done = by_step.get((e["attempt"], e["step"]), {})
+        if len(done) < 2:
+            continue
+        losses = [d.get("loss") for d in done.values()]
+        if all(isinstance(v, (int, float)) for v in losses):
+            e["loss"] = sum(losses) / len(losses)
+        if all(isinstance(d.get("samples"), list) for d in done.values()):
+            e["samples"] = [i for r in sorted(done) for i in done[r]["samples"]]

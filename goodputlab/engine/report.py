@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..categories import CATEGORIES, MEANINGS
+from ..categories import CATEGORIES, MEANINGS, STRAGGLER_WAIT
 
 _BAR = 30  # characters for a 100% bar
+
+
+def _nobody_to_wait_for(cat: str, summary: dict[str, Any]) -> bool:
+    """``straggler_wait`` of a one-process run: always zero, left out of its table."""
+    return cat == STRAGGLER_WAIT and summary["buckets"].get(cat, 0.0) == 0 and summary.get("world_size", 1) <= 1
 
 
 def breakdown_table(summary: dict[str, Any], legend: bool = True) -> str:
@@ -22,15 +27,16 @@ def breakdown_table(summary: dict[str, Any], legend: bool = True) -> str:
         "",
         f"{'category':<20}{'seconds':>10}{'share':>9}",
     ]
-    for cat in CATEGORIES:
-        sec = summary["buckets"][cat]
+    shown = [c for c in CATEGORIES if not _nobody_to_wait_for(c, summary)]
+    for cat in shown:
+        sec = summary["buckets"].get(cat, 0.0)
         share = sec / wall if wall > 0 else 0.0
         lines.append(f"{cat:<20}{sec:>10.3f}{share:>9.1%}  {'#' * round(share * _BAR)}")
     total = sum(summary["buckets"].values())
     lines.append(f"{'total':<20}{total:>10.3f}{(total / wall if wall else 0):>9.1%}")
     if legend:
         lines.append("")
-        lines += [f"  {cat:<18}{MEANINGS[cat]}" for cat in CATEGORIES]
+        lines += [f"  {cat:<20}{MEANINGS[cat]}" for cat in shown]
     auto = summary.get("auto_interval")
     if auto:
         lines.append("")
@@ -39,6 +45,7 @@ def breakdown_table(summary: dict[str, Any], legend: bool = True) -> str:
             f"(Daly's interval for a save of {1000 * auto['save_s']:.3g} ms and an estimated MTBF of "
             f"{auto['mtbf_s']:.3g} s after {auto['failures_seen']} failures)"
         )
+    lines += recovery_lines(summary)
     if summary.get("initial_loss") is not None and summary.get("final_loss") is not None:
         lines.append("")
         lines.append(f"loss {summary['initial_loss']:.3f} -> {summary['final_loss']:.3f}")
@@ -47,3 +54,23 @@ def breakdown_table(summary: dict[str, Any], legend: bool = True) -> str:
     if not summary.get("completed", True):
         lines.append(f"NOT COMPLETED: {summary.get('stop_reason')}")
     return "\n".join(lines)
+
+
+def recovery_lines(summary: dict[str, Any]) -> list[str]:
+    """What recovery did, under the table (nothing for a run without recovery events)."""
+    r = summary.get("recovery") or {}
+    lines = []
+    if r.get("straggler_steps"):
+        lines.append(f"  of other: {r['straggler_s']:.3f} s added by {r['straggler_steps']} straggling steps")
+    if r.get("injected"):
+        lines.append("failures injected: " + ", ".join(f"{n} {mode}" for mode, n in sorted(r["injected"].items())))
+    if r.get("hang_detection_s"):
+        d = r["hang_detection_s"]
+        lines.append(f"hangs detected after {min(d):.2f}-{max(d):.2f} s without progress (the watchdog)")
+    if r.get("handovers"):
+        lines.append(f"hot spare: {r['handovers']} failures handed to a standby already started")
+    if r.get("loader_rebuilds"):
+        lines.append(f"DataLoader rebuilt in place {r['loader_rebuilds']} times (no restart)")
+    if r.get("ckpt_failed"):
+        lines.append(f"saves that failed (disk full): {r['ckpt_failed']}; the previous checkpoint stayed the newest")
+    return ([""] + lines) if lines else []

@@ -1,7 +1,7 @@
 """The run folder (``--out``): which folders a run may use, the lock that makes it one run's, and cleanup.
 
 A run writes ``config.json``, ``events.jsonl``, ``summary.json``, ``ckpt/`` and
-``logs/`` (and keeps the generated data in ``data/``). Rules, so that a run
+``logs/`` (and, with several ranks, ``ranks/``) (and keeps the generated data in ``data/``). Rules, so that a run
 never deletes what it did not create:
 
 * a new or empty folder is used as it is;
@@ -32,12 +32,15 @@ import time
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..recovery.disk_full import BALLAST  # what --failure-mode disk-full fills the disk with
 from ..safe_io import FileLock, LockHeld, UnsafeFileError, is_link, open_regular, remove_entry, reserve_space
 
 MARKER = ".goodputlab-run"  # marks a run folder; flock-ed by the run using it
 RESERVE = ".goodputlab-reserve"  # disk space set aside for the end of the run
 RESERVE_BYTES = 1 << 20  # the last events, the worker's log tail and summary.json: a few kB
-RUN_ARTIFACTS = ("ckpt", "logs", "events.jsonl", "summary.json", "config.json", RESERVE)
+RUN_ARTIFACTS = ("ckpt", "logs", "ranks", "events.jsonl", "summary.json", "config.json", RESERVE, BALLAST)
+#: What a resumed run keeps of the session before: its checkpoints, and its event log and logs, which it appends to.
+RESUME_KEEPS = ("ckpt", "logs", "events.jsonl")
 _DATA_TEMPORARY = re.compile(r"^tokens-.*\.tmp\d+$")  # goodputlab.pipeline.loader.data_file's temporary names
 
 
@@ -76,14 +79,15 @@ class RunDir:
         self.path = path
         self._lock = lock
 
-    def prepare(self, keep_checkpoints: bool = False) -> None:
-        """Remove the files of an earlier run (``ckpt/`` too unless ``keep_checkpoints``).
+    def prepare(self, keep_checkpoints: bool = False, resume: bool = False) -> None:
+        """Remove the files of an earlier run (``ckpt/`` too unless ``keep_checkpoints``; with
+        ``resume``, everything but :data:`RESUME_KEEPS`: the run goes on in them).
 
         Links at those names are unlinked, never followed; ``data/`` is kept (a pure
         function of the seed) unless it is a link.
         """
         for name in RUN_ARTIFACTS:
-            if keep_checkpoints and name == "ckpt":
+            if (keep_checkpoints and name == "ckpt") or (resume and name in RESUME_KEEPS and not is_link(self.path / name)):
                 continue
             remove_entry(self.path / name)
         if is_link(self.path / "data"):

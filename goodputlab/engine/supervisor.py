@@ -36,7 +36,18 @@ from .ledger import summarize
 from ..checkpoints import strategies
 from ..checkpoints.registry import RunResource
 from .run_dir import RunDir, claim_run_dir
-from ..safe_io import create_new, write_atomic
+from ..errors import ConfigError
+from ..recovery.control import WorkerControl
+from ..recovery.disk_full import check_fillable
+from ..recovery.injector import Injector
+from ..recovery.modes import DISK_FULL
+from ..recovery.modes import FailureClock
+from ..recovery.resume import check_resume_compatible, continuation
+from ..recovery.spare import HotSpare, kill_group
+from ..recovery.watchdog import HeartbeatWatchdog
+from ..safe_io import create_new, read_regular, write_atomic
+from ..training.workload import PRESETS
+from .events import SUP_HANDOVER, SUP_HANG, SUP_RESUME
 
 POLL_S = 0.02  # how often the supervisor looks at the worker and the event log
 
@@ -154,6 +165,11 @@ class WorkerLog:
             os.close(self._fd)
             self._fd = -1
 
+    def rename(self, path: Path) -> None:
+        """Give the log file another name (a hot spare's log becomes its attempt's); writing goes on."""
+        os.rename(self.path, path)
+        self.path = path
+
     def tail_text(self, lines: int = 15) -> str:
         with self._lock:
             text = self._tail.decode(errors="replace")
@@ -181,9 +197,15 @@ def run_supervised(
     is raised; further signals during that cleanup are ignored. A damaged checkpoint
     that a restore skips is reported as a :class:`~goodputlab.checkpoints.store.CheckpointWarning`.
     """
+    if config.failure_mode == DISK_FULL:
+        check_fillable(out)  # before the folder is claimed: a refused run touches nothing
     with StopSignals():
         run_dir = claim_run_dir(out, overwrite=config.overwrite, resume=resume)
         try:
+            from ..distributed.launch import uses_torchrun
+
+            if uses_torchrun(config):
+                return _TorchrunSupervision(config, run_dir, progress, resume, python).run()
             return _supervise(config, run_dir, progress, resume, python)
         finally:
             run_dir.release()
@@ -196,38 +218,68 @@ def _supervise(
 
 
 class _Supervision:
-    """One run under supervision: its files and event log, the attempts, the failures, the progress."""
+    """One run under supervision: its files and event log, the attempts, the failures, the progress.
+
+    Recovery (:mod:`goodputlab.recovery`) enters in named places: the failure clock and the
+    injector decide when and how a failure strikes (:meth:`watch`), the heartbeat watchdog
+    notices a hung worker, the hot spare takes over at a failure (:meth:`start_worker`), and a
+    resumed run continues its event log (:meth:`open_log`).
+    """
 
     def __init__(self, config: RunConfig, run_dir: RunDir, progress: ProgressCallback | None, resume: bool, python: str):
         self.config, self.run_dir, self.progress, self.python = config, run_dir, progress, python
         self.out = out = run_dir.path
-        run_dir.prepare(keep_checkpoints=resume)
+        self.resumed = resume and (out / "events.jsonl").is_file()
+        if resume:
+            _check_resume(out, config)  # refuse a configuration that does not match the run's checkpoints
+        run_dir.prepare(keep_checkpoints=resume, resume=self.resumed)
         run_dir.reserve()  # space for the summary if the disk fills up
-        (out / "logs").mkdir()
+        (out / "logs").mkdir(exist_ok=self.resumed)
         write_atomic(out / "config.json", json.dumps(config.to_dict(), indent=1, sort_keys=True).encode())
+        self.open_log()
 
-        self.t0 = time.monotonic()
-        events_path = out / "events.jsonl"
-        self.tail = EventTail(events_path)
-        self.ev = EventWriter(events_path, self.t0, attempt=0, create=True, heal_tail=True, on_truncate=self.tail.truncated)
-        self.failure_rng = poisson_failure_rng(config.seed)
-        self.pending_kills = sorted(config.kill_at_steps)
-        self.attempt, self.failures = 0, 0
+        self.clock = FailureClock(config.seed, config.mtbf, config.kill_at_steps)
+        if self.resumed:
+            self.clock.continue_from(read_events(out / "events.jsonl"))
+        self.watchdog = HeartbeatWatchdog(config.resolved_hang_timeout())
+        self.injector = Injector(config, out, self.ev, PRESETS[config.model].state_bytes)
+        self.spare = HotSpare(self.launch_standby, self.ev) if config.hot_spare else None
+        self.failures = 0
         self.completed, self.reason = False, ""
         self.proc: subprocess.Popen | None = None
+        self.control: WorkerControl | None = None
         self.log: WorkerLog | None = None
         self.logs: list[WorkerLog] = []
-        self.state = Progress(0, config.steps, 0, 0, "startup")
+        self.state = Progress(0, config.steps, self.attempt, 0, "startup")
+
+    def open_log(self) -> None:
+        """The event log: a new one, or (``--resume``) the run's own, continued as the next attempts on
+        a clock that goes on from its last event (the time the run was stopped is not its wall time)."""
+        events_path = self.out / "events.jsonl"
+        last_t, self.attempt = 0.0, 0
+        if self.resumed:
+            last_t, self.attempt = continuation(read_events(events_path))
+        self.first_attempt = self.attempt
+        self.t0 = time.monotonic() - last_t
+        self.tail = EventTail(events_path)
+        self.ev = EventWriter(
+            events_path, self.t0, attempt=self.attempt, create=not self.resumed, heal_tail=True, on_truncate=self.tail.truncated
+        )
+        if self.resumed:
+            self.tail.poll()  # the old session's events are history, not news
 
     def run(self) -> dict:
         """Launch, kill and relaunch workers until the run completes, crashes, is stopped or runs out of failures."""
         resource = RunResource()
         try:
-            self.ev.emit(E.SUP_START)
+            self.ev.emit(SUP_RESUME if self.resumed else E.SUP_START)
             # a strategy's run-level resource (the memory strategy's RAM tier) outlives every worker
-            resource = strategies.prepare_run(self.config)
+            resource = strategies.prepare_run(self.config, fallbacks=(self.out,))
+            for kind, fields in resource.events:
+                self.ev.emit(kind, **fields)
+            self.env = resource.env
             while True:
-                cause = self.attempt_until_failure(resource.env)
+                cause = self.attempt_until_failure()
                 if cause is None:
                     self.worker_exited()  # completed, or raises WorkerCrashed
                     break
@@ -237,6 +289,7 @@ class _Supervision:
             self.stop(exc)
             raise
         finally:
+            self.release_workers()
             resource.cleanup()
         summary = _finish(self.ev, self.run_dir, self.config, self.completed, self.reason, self.logs)
         self.tell(steps_done=summary["steps_completed"], phase="done" if self.completed else "stopped")
@@ -249,15 +302,20 @@ class _Supervision:
             self.progress(self.state)
 
     def follow(self, new_events: list[dict]) -> str | None:
-        """Follow the live worker's events; returns a failure cause when a deterministic kill is due."""
+        """Follow the live worker's events; returns a failure cause when a failure at a step is due."""
         cause = None
         for e in new_events:
             if e["attempt"] != self.attempt:
                 continue
+            self.watchdog.beat(e["t"], e["kind"])  # every event of the live worker is a sign of progress
+            self.injector.follow(e)
             if e["kind"] == E.W_STEP_END:
                 done = e["step"] + 1
-                if self.pending_kills and done >= self.pending_kills[0] and cause is None:
-                    cause = f"kill_at_step {self.pending_kills.pop(0)}"
+                due = self.clock.due_at_step(done)
+                if due is not None and cause is None:
+                    cause = f"kill_at_step {due}"
+                if self.spare is not None:
+                    self.spare.ensure()  # a standby that died while it waited is replaced
                 self.tell(steps_done=done, phase="training")
             elif e["kind"] == E.M_RESTORED:
                 self.tell(steps_done=e["ckpt_step"], phase="restored")
@@ -265,28 +323,63 @@ class _Supervision:
                 warnings.warn(_invalid_message(e), CheckpointWarning, stacklevel=6)
         return cause
 
-    def attempt_until_failure(self, env: dict[str, str]) -> str | None:
-        """Launch a worker and watch it: the cause of its failure when one is due, None when it exits by itself."""
-        ev, config = self.ev, self.config
+    def start_worker(self) -> None:
+        """Make a worker live as ``self.attempt``: the hot spare when there is one, else a new process."""
+        ev = self.ev
         ev.attempt = self.attempt
+        standby = self.spare.take() if self.spare is not None else None
+        if standby is not None:
+            ev.emit(SUP_HANDOVER, standby=standby.index)
+            if standby.control.activate(self.attempt):
+                self.proc, self.log, self.control = standby.proc, standby.log, standby.control
+                self.log.rename(self.out / "logs" / f"attempt-{self.attempt:03d}.log")
+                return
+            HotSpare._discard(standby)  # it died as it was handed the job: start one the cold way
         ev.emit(E.SUP_SPAWN)
         self.log = WorkerLog(self.out / "logs" / f"attempt-{self.attempt:03d}.log")
         self.logs.append(self.log)
-        self.proc = proc = _launch(self.python, self.out, self.attempt, self.t0, self.log, env)
-        ttf = self.failure_rng.exponential(config.mtbf) if config.mtbf > 0 else float("inf")
-        deadline = time.monotonic() + ttf
+        self.control = WorkerControl()
+        try:
+            self.proc = _launch(self.python, self.out, self.attempt, self.t0, self.log, self.env, self.control)
+        finally:
+            self.control.launched()
+
+    def launch_standby(self, index: int, control: WorkerControl):
+        """Launch standby ``index`` (for :class:`~goodputlab.recovery.spare.HotSpare`): ``(process, log)``."""
+        log = WorkerLog(self.out / "logs" / f"standby-{index:03d}.log")
+        self.logs.append(log)
+        return _launch(self.python, self.out, None, self.t0, log, self.env, control), log
+
+    def attempt_until_failure(self) -> str | None:
+        """Make a worker live and watch it: the cause of its failure when one is due, None when it exits by itself."""
+        self.start_worker()
+        if self.spare is not None:
+            self.spare.ensure()  # the next standby starts now, beside the live worker (at idle priority)
+        proc = self.proc
+        self.clock.expose(time.monotonic())  # the failure clock runs from the launch, or the handover
+        self.watchdog.reset()
+        self.injector.new_worker()
         self.tell(attempt=self.attempt, phase="startup" if self.attempt == 0 else "restart")
-        cause = None
-        while cause is None:
+        while True:
             try:
-                proc.wait(timeout=max(0.0, min(POLL_S, deadline - time.monotonic())))
-                break
+                proc.wait(timeout=max(0.0, min(POLL_S, self.clock.seconds_left(time.monotonic()))))
+                return self.injector.exit_cause(proc.returncode) or _killed_from_outside(proc.returncode)
             except subprocess.TimeoutExpired:
                 pass
             cause = self.follow(self.tail.poll())
-            if cause is None and time.monotonic() >= deadline:
+            self.injector.poll(proc)  # a loader death waits for the worker's loader processes
+            if cause is None and self.clock.due_now(time.monotonic()):
                 cause = "poisson"
-        return cause
+            if cause is not None:
+                cause = self.injector.strike(cause, proc, self.control)
+                if cause is not None:
+                    return cause  # kill
+                if self.injector.asked is not None:
+                    self.clock.cover()  # the worker was asked to fail: it is not exposed again
+                else:
+                    self.clock.expose(time.monotonic())  # a failure it survives: its exposure goes on
+            if self.watchdog.expired(self.ev.now()):
+                return "hang"
 
     def worker_exited(self) -> None:
         """The worker exited by itself (its DataLoader workers die with it: PDEATHSIG): done, or crashed."""
@@ -298,9 +391,17 @@ class _Supervision:
 
     def fail(self, cause: str) -> bool:
         """Kill the worker's whole process group; False when the failure budget is spent, else wait and go on."""
-        self.ev.emit(E.SUP_FAILURE, cause=cause)
-        _kill_group(self.proc)
+        facts = {"trigger": self.injector.asked_cause} if self.injector.asked_cause else {}
+        if cause == "hang":  # booked restart from the last sign of progress to this verdict
+            self.ev.emit(SUP_HANG, t=self.watchdog.last_beat)
+            facts["silent_s"] = round(self.watchdog.silent_for(self.ev.now()), 6)
+        self.ev.emit(E.SUP_FAILURE, cause=cause, **facts)
+        kill_group(self.proc)
+        self.control.close()
         self.log.drain()
+        self.follow(self.tail.poll())  # a failed save it reported last
+        self.injector.new_worker()  # a full disk is given back with the worker that saw it
+        self.clock.cover()
         self.failures += 1
         self.tell(failures=self.failures, phase="failed")
         if self.failures > self.config.max_failures:
@@ -308,16 +409,25 @@ class _Supervision:
                 f"failure budget exhausted: failure {self.failures} exceeds --max-failures {self.config.max_failures}"
             )
             return False
-        if self.config.restart_delay > 0:
+        if self.config.restart_delay > 0:  # noticing and rescheduling: a hot spare saves the start-up after it
             self.ev.emit(E.SUP_RESTART_DELAY)
             time.sleep(self.config.restart_delay)
         self.attempt += 1
         return True
 
+    def release_workers(self) -> None:
+        """No process outlives the run: the live worker, the standby and their process groups."""
+        if self.proc is not None:
+            kill_group(self.proc)
+        if self.control is not None:
+            self.control.close()
+        if self.spare is not None:
+            self.spare.close()
+        self.injector.close()
+
     def stop(self, exc: BaseException) -> None:
         """The run stops early: no process left, and a summary that says why."""
-        if self.proc is not None and self.proc.poll() is None:
-            _kill_group(self.proc)
+        self.release_workers()
         if isinstance(exc, RunInterrupted):
             reason = "interrupted" if exc.signum == signal.SIGINT else f"interrupted by {exc.signal_name}"
         elif isinstance(exc, KeyboardInterrupt):
@@ -331,6 +441,23 @@ class _Supervision:
             self.ev.close()
 
 
+def _killed_from_outside(returncode: int) -> str | None:
+    """A worker SIGKILLed by someone else (the kernel's OOM killer, an operator, a torture test) failed
+    like a node that died: ``killed``, and the run recovers. Any other exit status is its own doing."""
+    return "killed" if returncode == -signal.SIGKILL else None
+
+
+def _check_resume(out: Path, config: RunConfig) -> None:
+    """With ``--resume``: refuse ``config`` unless it keeps what decides the model of the run in ``out``."""
+    try:
+        stored = RunConfig.from_dict(json.loads(read_regular(out / "config.json", 1 << 20)))
+    except FileNotFoundError:
+        return  # a run that never wrote its configuration: nothing to hold it to
+    except (OSError, ValueError) as e:
+        raise ConfigError("resume", str(out), f"a run folder whose config.json can be read ({e})") from None
+    check_resume_compatible(stored, config)
+
+
 def _invalid_message(e: dict) -> str:
     where = "RAM snapshot" if e.get("tier") == "memory" else "checkpoint"
     return (
@@ -339,30 +466,33 @@ def _invalid_message(e: dict) -> str:
     )
 
 
-def _launch(python: str, out: Path, attempt: int, t0: float, log: WorkerLog, extra_env: dict | None = None) -> subprocess.Popen:
+def _launch(
+    python: str,
+    out: Path,
+    attempt: int | None,
+    t0: float,
+    log: WorkerLog,
+    extra_env: dict | None = None,
+    control: WorkerControl | None = None,
+) -> subprocess.Popen:
+    """Start a worker as ``attempt``, or a standby (``attempt`` None) that waits on ``control`` for one."""
     env = dict(os.environ)
     env.update(extra_env or {})
-    package_root = str(Path(__file__).resolve().parent.parent)
+    package_root = str(Path(__file__).resolve().parent.parent.parent)
     env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS (bit-exact resume)
     env["PYTHONUNBUFFERED"] = "1"
-    cmd = [
-        python,
-        "-m",
-        "goodputlab.engine.worker",
-        "--run-dir",
-        str(out),
-        "--attempt",
-        str(attempt),
-        "--t0",
-        repr(t0),
-        "--parent",
-        str(os.getpid()),
-    ]
+    cmd = [python, "-m", "goodputlab.engine.worker", "--run-dir", str(out), "--t0", repr(t0), "--parent", str(os.getpid())]
+    cmd += ["--standby"] if attempt is None else ["--attempt", str(attempt)]
+    pass_fds: tuple[int, ...] = ()
+    if control is not None:
+        cmd += ["--control-fd", str(control.child_fd)]
+        pass_fds = (control.child_fd,)
     try:
         # its own session, so one killpg takes the worker and its DataLoader workers
         proc = subprocess.Popen(
-            cmd, stdout=log.write_fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+            cmd, stdout=log.write_fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+            start_new_session=True, pass_fds=pass_fds,
         )
     finally:
         log.start()
@@ -398,3 +528,210 @@ def _newest_valid_step(out: Path, config: RunConfig) -> int:
         return CheckpointStore(out / "ckpt", config.keep).newest_valid_step()
     except (ValueError, OSError):  # no usable checkpoint folder at all
         return 0
+
+
+# --- a distributed run: torchrun starts the ranks and restarts the group --------------------------
+class _TorchrunSupervision:
+    """A run of ``nproc`` ranks under ``torchrun`` (:mod:`goodputlab.distributed`).
+
+    torchrun starts the ranks and, after a failure, restarts the whole group itself
+    (``--max-restarts`` = ``max_failures``). The supervisor only injects the failures and
+    keeps the books: a Poisson failure (each rank's MTBF is ``mtbf``, so the job's is
+    ``mtbf / nproc``, counted from the moment a new attempt's first rank is up) or a
+    ``kill_at_steps`` kill SIGKILLs one rank of the live attempt, chosen at random (seeded).
+    A restart that no injected failure caused is a crash: the run stops with
+    :class:`WorkerCrashed`. Its own events go to ``ranks/supervisor.jsonl``, each rank's to
+    ``ranks/events-rank{R}.jsonl``; at the end they are merged into the job's ``events.jsonl``
+    (:func:`goodputlab.distributed.joblog.job_events`), from which the summary is made.
+    """
+
+    def __init__(self, config: RunConfig, run_dir: RunDir, progress, resume: bool, python: str):
+        from ..distributed.joblog import RANKS_DIR, SUPERVISOR_LOG
+
+        self.config, self.run_dir, self.progress, self.python = config, run_dir, progress, python
+        self.out = out = run_dir.path
+        if resume:
+            _check_resume(out, config)  # refuse a configuration that does not match the run's checkpoints
+        run_dir.prepare(keep_checkpoints=resume)  # the event log starts anew (docs/DISTRIBUTED.md)
+        run_dir.reserve()
+        (out / "logs").mkdir()
+        (out / RANKS_DIR).mkdir()
+        write_atomic(out / "config.json", json.dumps(config.to_dict(), indent=1, sort_keys=True).encode())
+        self.t0 = time.monotonic()
+        self.ev = EventWriter(out / RANKS_DIR / SUPERVISOR_LOG, self.t0, attempt=0, create=True)
+        self.failure_rng = poisson_failure_rng(config.seed)
+        self.rank_rng = np.random.default_rng([config.seed, 0x4A4E])  # which rank a failure strikes
+        self.pending_kills = sorted(config.kill_at_steps)
+        self.attempt, self.failures, self.killed = 0, 0, set()
+        self.clocked = -1  # the newest attempt whose failure clock has started
+        self.completed, self.reason = False, ""
+        self.job = None
+        self.log: WorkerLog | None = None
+        self.deadline = float("inf")
+        self.state = Progress(0, config.steps, 0, 0, "startup")
+
+    def tell(self, **changes) -> None:
+        for k, v in changes.items():
+            setattr(self.state, k, v)
+        if self.progress is not None:
+            self.progress(self.state)
+
+    def run(self) -> dict:
+        from ..distributed.launch import launch_of
+        from ..distributed.launcher import TorchrunJob
+
+        try:
+            self.ev.emit(E.SUP_START)
+            self.ev.emit(E.SUP_SPAWN)
+            self.log = WorkerLog(self.out / "logs" / "torchrun.log")
+            launch = launch_of(self.config, max_restarts=self.config.max_failures,
+                               log_dir=str(self.out / "logs" / "torchrun"), rdzv_id=f"goodputlab-{os.getpid()}")
+            try:
+                self.job = TorchrunJob(launch, self.out, self.t0, self.python, self.log.write_fd, _worker_env(self.config))
+            finally:
+                self.log.start()
+            self.watch()
+        except BaseException as exc:  # Ctrl-C, SIGTERM, a crash: no process left, keep a summary
+            self.stop(exc)
+            raise
+        summary = self.finish()
+        self.tell(steps_done=summary["steps_completed"], phase="done" if self.completed else "stopped")
+        return summary
+
+    def watch(self) -> None:
+        """Follow the ranks until torchrun exits, injecting failures; sets ``completed`` and ``reason``."""
+        job = self.job
+        while True:
+            code = job.wait(timeout=POLL_S)
+            cause = self.follow(job.poll())
+            if code is not None:
+                self.follow(job.poll())
+                self.log.drain()
+                if code == 0:
+                    self.completed, self.reason = True, "completed"
+                    return
+                raise WorkerCrashed(code, self.log.path, self.log.tail_text())
+            if cause is None and time.monotonic() >= self.deadline:
+                cause = "poisson"
+            if cause is not None and not self.fail(cause):
+                job.stop()
+                self.log.drain()
+                return
+
+    def follow(self, new_events: list[dict]) -> str | None:
+        """The ranks' new events: a new attempt, progress, a kill that is due."""
+        cause = None
+        for e in sorted(new_events, key=lambda e: e["t"]):
+            if e["kind"] == E.W_INIT and e["attempt"] > self.clocked:
+                self.new_attempt(e)
+            if e["attempt"] != self.attempt:
+                continue
+            if e["kind"] == E.W_STEP_END and e["rank"] == 0:
+                done = e["step"] + 1
+                if self.pending_kills and done >= self.pending_kills[0] and cause is None:
+                    cause = f"kill_at_step {self.pending_kills.pop(0)}"
+                self.tell(steps_done=done, phase="training")
+            elif e["kind"] == E.M_RESTORED and e["rank"] == 0:
+                self.tell(steps_done=e["ckpt_step"], phase="restored")
+            elif e["kind"] == E.M_CKPT_INVALID:
+                warnings.warn(_invalid_message(e), CheckpointWarning, stacklevel=6)
+        return cause
+
+    def new_attempt(self, e: dict) -> None:
+        """The first rank of attempt ``e["attempt"]`` is up: its failure clock starts now."""
+        if e["attempt"] > self.attempt:
+            if self.attempt not in self.killed:  # torchrun restarted a group no injected failure struck
+                self.job.stop()
+                self.log.drain()
+                raise WorkerCrashed(1, self.log.path, self.log.tail_text())
+            self.attempt = e["attempt"]
+            self.ev.attempt = self.attempt
+            self.ev.emit(E.SUP_SPAWN, t=e["t"])  # torchrun relaunched the group (for --ckpt-every auto's exposure)
+        self.clocked = e["attempt"]
+        mtbf = self.config.mtbf / self.config.nproc  # this machine's ranks fail independently
+        self.deadline = time.monotonic() + (self.failure_rng.exponential(mtbf) if self.config.mtbf > 0 else float("inf"))
+        self.tell(attempt=self.attempt, phase="startup" if self.attempt == 0 else "restart")
+
+    def fail(self, cause: str) -> bool:
+        """SIGKILL one live rank (chosen at random); False when the failure budget is spent."""
+        live = self.job.live_ranks(self.attempt)
+        if not live:  # the attempt's ranks are not up yet (or already gone): strike when one is
+            self.deadline = time.monotonic() + POLL_S
+            if cause != "poisson":
+                self.pending_kills.insert(0, int(cause.rsplit(" ", 1)[-1]))
+            return True
+        rank = live[int(self.rank_rng.integers(len(live)))]
+        self.ev.emit(E.SUP_FAILURE, cause=cause, rank=rank)
+        self.job.kill_rank(self.attempt, rank)
+        self.killed.add(self.attempt)
+        self.deadline = float("inf")  # until the next attempt is up
+        self.failures += 1
+        self.tell(failures=self.failures, phase="failed")
+        if self.failures > self.config.max_failures:
+            self.reason = (
+                f"failure budget exhausted: failure {self.failures} exceeds --max-failures {self.config.max_failures}"
+            )
+            return False
+        return True
+
+    def stop(self, exc: BaseException) -> None:
+        if self.job is not None:
+            self.job.stop()
+        if isinstance(exc, RunInterrupted):
+            self.reason = "interrupted" if exc.signum == signal.SIGINT else f"interrupted by {exc.signal_name}"
+        elif isinstance(exc, KeyboardInterrupt):
+            self.reason = "interrupted"
+        else:
+            self.reason = f"error: {type(exc).__name__}"
+        try:
+            self.finish()
+        except Exception as e:
+            exc.add_note(f"goodputlab: the run's summary could not be written: {e}")
+            self.ev.close()
+
+    def finish(self) -> dict:
+        """End the run's files: the supervisor's end, the job's merged event log, the summary."""
+        from ..distributed.joblog import job_events, rank_totals
+        from ..distributed.launcher import rank_log
+
+        out, config = self.out, self.config
+        self.run_dir.release_reserve()
+        self.ev.emit(E.SUP_TEARDOWN)
+        if self.log is not None:
+            self.log.close()
+        self.run_dir.remove_temporaries()
+        resume_step = config.steps if self.completed else _newest_valid_step(out, config)
+        self.ev.emit(E.SUP_END, completed=self.completed, reason=self.reason, resume_step=resume_step)
+        self.ev.close()
+        ranks = {}
+        for r in range(config.nproc * config.nnodes):
+            try:
+                ranks[r] = read_events(rank_log(out, r))
+            except FileNotFoundError:
+                pass
+        events = job_events(read_events(self.ev.path), ranks)
+        write_atomic(out / "events.jsonl", b"".join(E.event_line(e["t"], e["attempt"], e["step"], e["kind"],
+                     {k: v for k, v in e.items() if k not in ("t", "attempt", "step", "kind")}) for e in events))
+        summary = summarize(events, config.to_dict())
+        summary["launcher"] = "torchrun"
+        summary["world_size"] = config.nproc * config.nnodes
+        summary["parallelism"] = next((e.get("parallelism") for e in events if e["kind"] == E.M_WORKER_INFO), None)
+        summary["ranks"] = {str(r): {k: round(v, 6) for k, v in rank_totals(evs).items()} for r, evs in ranks.items()}
+        write_atomic(out / "summary.json", json.dumps(summary, indent=1).encode())
+        return summary
+
+
+def _worker_env(config: RunConfig) -> dict[str, str]:
+    """The environment of torchrun and its ranks."""
+    env = dict(os.environ)
+    package_root = str(Path(__file__).resolve().parents[2])  # the repository, above goodputlab/
+    env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    env["PYTHONUNBUFFERED"] = "1"
+    # torch threads per rank: --threads, else this machine's cores shared among its ranks (torchrun would warn and use 1)
+    env.setdefault("OMP_NUM_THREADS", str(config.threads or max(1, (os.cpu_count() or 1) // config.nproc)))
+    env.setdefault("LOGLEVEL", "WARNING")
+    # A fresh rendezvous store for every restart: with the agent's store shared across restarts, a
+    # restarted group can read the previous group's addresses and fail to connect (pytorch#135712).
+    env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
+    return env

@@ -11,7 +11,12 @@ what they measured, and puts a model of :mod:`goodputlab.theory` beside them:
 - :mod:`~goodputlab.experiments.checkpoint_stall`: what a save costs the training
   loop per strategy, each measured in a fresh process (the stall benchmark, chapter 4);
 - :mod:`~goodputlab.experiments.data_stall`: the training loop's data wait measured
-  from the ledger, the stall model calibrated, the DS-Analyzer anatomy (chapter 5).
+  from the ledger, the stall model calibrated, the DS-Analyzer anatomy (chapter 5);
+- :mod:`~goodputlab.experiments.recovery`: incomplete checkpoints against complete ones,
+  the failure modes, the hot spare against a cold restart (chapter 6).
+- :mod:`~goodputlab.experiments.scaling`: the same work on one and on several ranks, a
+  straggler's cost and a sharded save's per rank against the models, the simulator on a
+  run's measured costs (chapter 7).
 
 Importing this package is cheap: the modules load on first use, and torch only
 where a measurement trains.
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 import importlib
 
-_MODULES = ("checkpoint_stall", "data_stall", "interval_sweep", "strategy_compare")
+_MODULES = ("checkpoint_stall", "data_stall", "interval_sweep", "recovery", "scaling", "strategy_compare")
 
 
 def __getattr__(name: str):

@@ -38,6 +38,9 @@ from ..theory.lab_model import RunPrediction, RunTimings, predict_run, replay_ru
 # How far after its drawn time a kill may land: the supervisor sets the
 # deadline just after launching and polls every 20 ms.
 _MAX_KILL_LAG_S = 0.5
+# A worker's launch: a new process (spawn, init), or a hot spare's handover and activation; then the
+# input pipeline's warm-up.
+_LAUNCH_KINDS = (E.SUP_SPAWN, E.W_INIT, E.SUP_HANDOVER, E.W_ACTIVATE, E.W_WARMUP)
 
 
 def measure_timings(events: Iterable[dict]) -> RunTimings:
@@ -54,6 +57,7 @@ def measure_timings(events: Iterable[dict]) -> RunTimings:
     killed_at = set(ledger.failure_times)
     complete: dict[str, list[float]] = defaultdict(list)
     launch_by_attempt: dict[int, float] = defaultdict(float)
+    handed_over: set[int] = set()  # attempts a hot spare took (their launch is the handover)
     trained: set[int] = set()
     pauses: list[float] = []
     pause_since: float | None = None
@@ -61,11 +65,13 @@ def measure_timings(events: Iterable[dict]) -> RunTimings:
         if seg.kind in (E.SUP_FAILURE, E.SUP_RESTART_DELAY):
             pause_since = seg.start if pause_since is None else pause_since
             continue
-        if pause_since is not None and seg.kind == E.SUP_SPAWN:
+        if pause_since is not None and seg.kind in (E.SUP_SPAWN, E.SUP_HANDOVER):
             pauses.append(seg.start - pause_since)
         pause_since = None
-        if seg.kind in (E.SUP_SPAWN, E.W_INIT, E.W_WARMUP):
+        if seg.kind in _LAUNCH_KINDS:
             launch_by_attempt[seg.attempt] += seg.duration
+        if seg.kind == E.SUP_HANDOVER:
+            handed_over.add(seg.attempt)
         if seg.kind == E.W_COMPUTE:
             trained.add(seg.attempt)
         if seg.end not in killed_at:
@@ -82,7 +88,8 @@ def measure_timings(events: Iterable[dict]) -> RunTimings:
         data_wait_s=mean(E.W_DATA_WAIT),
         step_other_s=mean(E.W_STEP_END),
         save_s=mean(E.W_CKPT_SAVE),
-        launch_s=fmean(launch_by_attempt[a] for a in sorted(trained)),
+        launch_s=fmean(launch_by_attempt[a] for a in sorted(trained - handed_over) or sorted(trained)),
+        spare_launch_s=fmean(launch_by_attempt[a] for a in sorted(trained & handed_over)) if trained & handed_over else None,
         restore_s=mean(E.W_RESTORE),
         relaunch_delay_s=fmean(pauses) if pauses else 0.0,
         exit_s=mean(E.W_EXIT),
@@ -103,7 +110,7 @@ def _launch_by_attempt(events: list[dict], draws: list[float], mean_launch_s: fl
     launch: dict[int, float] = defaultdict(float)
     launch_done: set[int] = set()
     for seg in ledger.segments:
-        if seg.kind in (E.SUP_SPAWN, E.W_INIT, E.W_WARMUP):
+        if seg.kind in _LAUNCH_KINDS:
             launch[seg.attempt] += seg.duration
         if seg.kind in (E.W_RESTORE, E.W_COMPUTE, E.W_DATA_WAIT) or (
             seg.kind == E.W_WARMUP and seg.end not in killed_at
@@ -137,7 +144,7 @@ def failure_draws(events: Iterable[dict], config: RunConfig) -> list[float]:
     spawned: dict[int, float] = {}
     killed: dict[int, float] = {}
     for e in events:
-        if e["kind"] == E.SUP_SPAWN:
+        if e["kind"] in (E.SUP_SPAWN, E.SUP_HANDOVER):  # the failure clock starts at a launch or a handover
             spawned[e["attempt"]] = e["t"]
         elif e["kind"] == E.SUP_FAILURE:
             killed[e["attempt"]] = e["t"]
@@ -322,4 +329,9 @@ def mean_timings(runs: Iterable[SweepRun]) -> RunTimings:
     """The field-by-field mean of the runs' measured timings (for optima and curves)."""
     runs = list(runs)
     fields = runs[0].timings.to_dict()
-    return RunTimings(**{name: fmean(getattr(r.timings, name) for r in runs) for name in fields})
+
+    def mean(name: str):
+        values = [getattr(r.timings, name) for r in runs if getattr(r.timings, name) is not None]
+        return fmean(values) if values else None
+
+    return RunTimings(**{name: mean(name) for name in fields})

@@ -10,6 +10,8 @@ What lives here, each a module:
 - :mod:`~goodputlab.theory.cluster`: clusters of independent devices, Llama 3's
   public figures and the worked example;
 - :mod:`~goodputlab.theory.simulator`: the cluster-scale Monte Carlo simulator;
+- :mod:`~goodputlab.theory.scaling`: what more ranks do to failures, stragglers and
+  sharded saves, reached as ``theory.scaling``;
 - :mod:`~goodputlab.theory.data_stall`: the input pipeline's stall model (steady
   state, an exact replay of the DataLoader's queue, the depth a target needs),
   reached as ``theory.data_stall`` (its names are not repeated here);
@@ -37,7 +39,7 @@ set real runs beside these models.
 
 from __future__ import annotations
 
-from . import capstone, checkpoint_cost, checkpoint_tiers, data_stall, frame, recovery_at_scale, renewal
+from . import capstone, checkpoint_cost, checkpoint_tiers, data_stall, frame, recovery_at_scale, renewal, scaling
 from .closed_forms import (
     daly_expected_wall_time,
     daly_goodput,
@@ -102,6 +104,7 @@ __all__ = [
     "checkpoint_tiers",
     "compact_duration",
     "data_stall",
+    "scaling",
     "daly_expected_wall_time",
     "daly_goodput",
     "daly_interval",

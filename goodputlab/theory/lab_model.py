@@ -68,6 +68,9 @@ class RunTimings:
     - ``save_s``: the blocking save of one checkpoint.
     - ``launch_s``: from launching a worker to its first step, restore excluded
       (interpreter start, imports, model construction, input pipeline warm-up).
+    - ``spare_launch_s``: with a hot spare, from the handover to a restarted worker's first
+      step, restore excluded (the standby had started already; ``None``: restarts launch a
+      new worker, ``launch_s``).
     - ``restore_s``: loading a checkpoint after a restart.
     - ``relaunch_delay_s``: from a kill to the next launch (cleaning up and the
       emulated rescheduling delay); no worker runs, so no failure can strike.
@@ -86,11 +89,19 @@ class RunTimings:
     exit_s: float = 0.0
     start_s: float = 0.0
     teardown_s: float = 0.0
+    spare_launch_s: float | None = None
 
     def __post_init__(self) -> None:
         validate.seconds("compute_s", self.compute_s, positive=True)
         for f in dataclasses.fields(self)[1:]:
+            if f.name == "spare_launch_s" and self.spare_launch_s is None:
+                continue
             validate.seconds(f.name, getattr(self, f.name))
+
+    @property
+    def relaunch_s(self) -> float:
+        """The launch part of a restart: the hot spare's handover, or a new worker's launch."""
+        return self.launch_s if self.spare_launch_s is None else self.spare_launch_s
 
     @property
     def step_s(self) -> float:
@@ -304,7 +315,7 @@ class _SegmentExpectation(NamedTuple):
 
 def _expect_segment(tm: RunTimings, n: int, is_first: bool, is_last: bool, mtbf_s: float) -> _SegmentExpectation:
     """One checkpoint segment of ``n`` steps, retried until it completes, with its recoveries."""
-    step_s, save, launch, pause = tm.step_s, tm.save_s, tm.launch_s, tm.relaunch_delay_s
+    step_s, save, launch, pause = tm.step_s, tm.save_s, tm.relaunch_s, tm.relaunch_delay_s
     window = n * step_s + save + (tm.exit_s if is_last else 0.0)
     relaunch = launch + (0.0 if is_first else tm.restore_s)
     # the penalty of one failure in the segment: the pause, then the relaunch window
@@ -386,7 +397,7 @@ def replay_run(
     draws = iter(times_to_failure)
     for attempt in itertools.count():
         ttf = validate.number("times_to_failure", next(draws, math.inf), 0, allow_inf=True, allowed="seconds >= 0")
-        launch = timings.launch_s
+        launch = timings.launch_s if attempt == 0 else timings.relaunch_s
         if launch_s_by_attempt is not None and attempt < len(launch_s_by_attempt):
             launch = validate.seconds("launch_s_by_attempt", launch_s_by_attempt[attempt])
         left = timeline.launch(attempt, launch, ttf)

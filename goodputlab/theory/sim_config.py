@@ -50,7 +50,13 @@ class SimConfig:
     time between the job's failures (1: Poisson; below 1 a job that has just
     restarted is more likely to fail again; the clock restarts at every
     failure, a renewal process with mean ``job_mtbf_s``, see
-    :mod:`goodputlab.theory.renewal`); ``trials`` independent runs; ``seed``.
+    :mod:`goodputlab.theory.renewal`); ``straggler_factor``,
+    ``straggler_share`` and ``straggler_devices``: that many devices (``None``: every device) are
+    each slowed by ``straggler_factor`` on a ``straggler_share`` of their
+    steps, and every step waits for its slowest device
+    (:mod:`goodputlab.theory.scaling`); the wait is booked ``straggler_wait``,
+    a share of the compute that is not data stall; ``trials`` independent
+    runs; ``seed``.
     """
 
     devices: int
@@ -69,6 +75,9 @@ class SimConfig:
     spare_restart_s: float | None = None
     data_stall_fraction: float = 0.0
     failure_shape: float = 1.0
+    straggler_factor: float = 1.0
+    straggler_share: float = 0.0
+    straggler_devices: int | None = None
     trials: int = 1000
     seed: int = 0
 
@@ -92,6 +101,11 @@ class SimConfig:
             "failure_shape", self.failure_shape, 0.2, 5.0,
             note="the Weibull shape of the time between failures: 1 is Poisson",
         )
+        validate.number("straggler_factor", self.straggler_factor, 1, 100, note="1: no straggler")
+        validate.number("straggler_share", self.straggler_share, 0, 1, allowed="a share of steps between 0 and 1")
+        if self.straggler_devices is not None:
+            validate.whole("straggler_devices", self.straggler_devices, 0, self.devices,
+                           note="None: every device may straggle")
         validate.whole("trials", self.trials, 1)
         validate.whole("seed", self.seed, 0)
 
@@ -169,6 +183,14 @@ class SimConfig:
     def blocking_save_s(self) -> float:
         """Seconds each save blocks training (``save_blocking_s``, defaulting to ``save_s``)."""
         return self.save_s if self.save_blocking_s is None else self.save_blocking_s
+
+    @property
+    def straggler_wait_share(self) -> float:
+        """Share of the (non-stalled) compute time spent waiting for a slow device (:mod:`goodputlab.theory.scaling`)."""
+        from .scaling import straggler_wait_share
+
+        slow = self.devices if self.straggler_devices is None else self.straggler_devices
+        return straggler_wait_share(self.straggler_factor, self.straggler_share, slow)
 
     @property
     def is_async(self) -> bool:

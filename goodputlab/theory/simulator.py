@@ -19,6 +19,9 @@ The job's timeline, all times in seconds of wall clock::
   (``restart_s``, or ``spare_restart_s`` while hot spares last) and loads the
   checkpoint (``restore_s``, only if a durable checkpoint exists). A failure
   during restart or restore starts the recovery again.
+- Stragglers: every step waits for its slowest device, so a share of the
+  surviving compute (:attr:`SimConfig.straggler_wait_share`) is booked
+  ``straggler_wait`` (:mod:`goodputlab.theory.scaling`).
 - A synchronous save (``save_blocking_s == save_s``) blocks training for
   ``save_s`` and is durable when it ends. An asynchronous one
   (``save_blocking_s < save_s``) blocks for ``save_blocking_s`` (taking a
@@ -49,6 +52,7 @@ from ..categories import (
     PRODUCTIVE,
     RESTART,
     STARTUP,
+    STRAGGLER_WAIT,
 )
 from .sim_config import SimConfig, SimResult
 
@@ -247,7 +251,10 @@ class _Trials:
         totals[LOST_WORK][rows] += (compute - kept).sum(axis=1)
         kept_sum = kept.sum(axis=1)
         totals[DATA_WAIT][rows] += config.data_stall_fraction * kept_sum
-        totals[PRODUCTIVE][rows] += (1.0 - config.data_stall_fraction) * kept_sum
+        computing = (1.0 - config.data_stall_fraction) * kept_sum
+        wait = config.straggler_wait_share  # every step waits for its slowest device
+        totals[STRAGGLER_WAIT][rows] += wait * computing
+        totals[PRODUCTIVE][rows] += (1.0 - wait) * computing
         self.interruptions[rows] += p.failed.sum(axis=1)
 
         if self.cause_shares is not None:

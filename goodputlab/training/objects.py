@@ -78,3 +78,10 @@ def cuda_available() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+def cuda_device_count() -> int:
+    """How many CUDA devices torch sees here (0 without CUDA; imports torch)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -15,6 +15,12 @@ from dataclasses import dataclass
 import numpy as np
 
 
+#: resident memory of a training worker that has imported torch, plus its supervisor (bytes)
+RUN_BASE_BYTES = 450 << 20
+#: a run's peak memory per byte of checkpoint state (see :attr:`ModelPreset.run_memory_bytes`)
+RUN_STATE_MULTIPLE = 7
+
+
 @dataclass(frozen=True)
 class ModelPreset:
     """A model size and the training settings that go with it."""
@@ -42,6 +48,15 @@ class ModelPreset:
     def state_bytes(self) -> int:
         """Bytes of a checkpoint: fp32 weights plus AdamW's two moments."""
         return 12 * self.n_params
+
+    @property
+    def run_memory_bytes(self) -> int:
+        """Estimated peak memory of a CPU run of this preset (bytes): a worker that has imported torch
+        and the supervisor (450 MiB), plus seven times the state: weights, gradients and AdamW's
+        moments, a step's activations and the checkpoint copies (the RAM tier's two slots, a
+        background save's snapshot). Measured peaks of a worker with ``--ckpt memory``
+        (benchmarks/RESULTS.md): tiny 0.35 GB, small 0.63 GB, medium 3.5 GB."""
+        return RUN_BASE_BYTES + RUN_STATE_MULTIPLE * self.state_bytes
 
 
 PRESETS: dict[str, ModelPreset] = {

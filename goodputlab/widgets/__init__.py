@@ -12,13 +12,15 @@ would pass while the panel is broken.
 from __future__ import annotations
 
 from .checkpoints import CheckpointPanel  # chapter 4
-from .common import RunControls, big_number, chart_widget, set_big_number
+from .common import PanelView, RunControls, big_number, chart_widget, set_big_number, show_panel
 from .capstone import CapstonePanel  # chapter 10
 from .dashboard import WorkshopDashboard  # the workshop's dashboard (labs/dashboard.ipynb)
 from .efficiency import EfficiencyPanel  # chapter 8
 from .pipeline import DepthCalculator, PipelinePanel  # chapter 5
+from .recovery import RecoveryRunPanel  # chapter 6
 from .recovery_at_scale import PolicyPanel, RecoveryPanel  # chapters 2 and 3
 from .run_panel import RunPanel  # chapter 1
+from .scaling import ScalingPanel  # chapter 7
 from .serving import ServingPanel  # chapter 9
 from .theory import CheckpointCalculator, ClusterPanel, IntervalPanel  # chapters 2 and 3
 
@@ -30,14 +32,18 @@ __all__ = [
     "DepthCalculator",
     "EfficiencyPanel",
     "IntervalPanel",
+    "PanelView",
     "PipelinePanel",
     "PolicyPanel",
     "RecoveryPanel",
+    "RecoveryRunPanel",
     "RunControls",
     "RunPanel",
+    "ScalingPanel",
     "ServingPanel",
     "WorkshopDashboard",
     "big_number",
     "chart_widget",
     "set_big_number",
+    "show_panel",
 ]

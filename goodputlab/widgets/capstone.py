@@ -17,7 +17,7 @@ import ipywidgets as W
 from ..charts import capstone as capstone_charts
 from ..errors import ConfigError
 from ..theory import capstone, human_duration
-from .common import big_number, chart_widget, set_big_number
+from .common import big_number, chart_widget, set_big_number, show_panel
 
 _STYLE = {"description_width": "190px"}
 _LAYOUT = W.Layout(width="440px")
@@ -151,6 +151,4 @@ class CapstonePanel:
             self.ratio_chart.chart = capstone_charts.ratio_chart(capstone.lab_ratio_rows(self.lab, r))
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        show_panel(self.widget)

@@ -17,7 +17,7 @@ from ..charts.checkpoints import goodput_vs_interval
 from ..checkpoints import registry
 from ..engine.config import RunConfig
 from ..training.workload import PRESETS
-from .common import RunControls, big_number, chart_widget, set_big_number
+from .common import RunControls, big_number, chart_widget, models_that_fit, set_big_number, show_panel
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=620, height=60)
 DEFAULT_RESTART_S = 2.5
@@ -32,7 +32,9 @@ class CheckpointPanel:
     preset (``save_costs[model][strategy]``, seconds; measured on first use with
     :func:`goodputlab.experiments.checkpoint_stall.measure_strategy` when not given). **Run** runs the
     experiment and adds its measured goodput to the chart as a circle.
-    ``steps`` and other keyword settings are fixed for every run.
+    ``steps`` and other keyword settings are fixed for every run. Of ``models``, the panel offers
+    those whose run fits in the memory available (``memory_bytes``, default: this machine's now)
+    and says why it leaves out the others.
     """
 
     def __init__(
@@ -41,6 +43,7 @@ class CheckpointPanel:
         models: tuple[str, ...] = ("tiny", "small"),
         save_costs: dict[str, dict[str, float]] | None = None,
         out_root: str | Path | None = None,
+        memory_bytes: int | None = None,
         **fixed: Any,
     ):
         self.fixed = {"steps": steps, **fixed}
@@ -54,10 +57,13 @@ class CheckpointPanel:
         style = {"description_width": "150px"}
         layout = W.Layout(width="420px")
         self.strategy = W.ToggleButtons(options=list(registry.names()), value=registry.BASELINE, description="strategy", style=style)
+        # only the model sizes whose run fits in this machine's memory (Binder: about 2 GB)
+        offered, left_out = models_that_fit(models, memory_bytes)
         self.model = W.Dropdown(
-            options=[(f"{m} ({PRESETS[m].state_bytes / 1e6:.0f} MB state)", m) for m in models],
-            value=models[0], description="state size", style=style, layout=layout,
+            options=[(f"{m} ({PRESETS[m].state_bytes / 1e6:.0f} MB state)", m) for m in offered],
+            value=offered[0], description="state size", style=style, layout=layout,
         )
+        self.memory_note = W.Label(value=left_out)
         self.ckpt_every = W.IntSlider(value=20, min=1, max=max(10, steps), description="checkpoint every (steps)", style=style, layout=layout)
         self.mtbf = W.FloatSlider(value=4.0, min=0.5, max=60.0, step=0.5, description="MTBF (s)", style=style, layout=layout)
         self.controls = RunControls(steps)
@@ -72,6 +78,7 @@ class CheckpointPanel:
             [
                 self.strategy,
                 W.HBox([W.VBox([self.model, self.ckpt_every]), W.VBox([self.mtbf])]),
+                self.memory_note,
                 self.controls.widget,
                 self.headline,
                 self.curves,
@@ -166,6 +173,4 @@ class CheckpointPanel:
         self.status.value = "done" if s["completed"] else f"stopped: {s['stop_reason']}"
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        show_panel(self.widget)

@@ -1,7 +1,9 @@
-"""What the chapters' panels share: an offline chart widget, a headline figure, the Run controls."""
+"""What the chapters' panels share: an offline chart widget, a headline figure, the Run controls,
+and the display of a panel with a static figure of itself (:func:`show_panel`)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable
 
@@ -12,9 +14,102 @@ from ..errors import ConfigError
 
 
 def chart_widget(chart: alt.TopLevelMixin) -> alt.JupyterChart:
-    """An offline ``alt.JupyterChart`` (update it in place by assigning ``.chart``)."""
-    alt.JupyterChart.enable_offline()
-    return alt.JupyterChart(chart)
+    """An offline ``alt.JupyterChart`` (update it in place by assigning ``.chart``); displayed, it
+    also carries a static PNG of its chart (:class:`goodputlab.charts.static.LiveChart`)."""
+    from ..charts.static import LiveChart
+
+    return LiveChart(chart)
+
+
+def _settings_text(widget: W.Widget) -> str | None:
+    """``description value`` of a control, for the static figure of a panel."""
+    if isinstance(widget, (W.Button, W.IntProgress, W.FloatProgress, W.HTML, W.Label)):
+        return None
+    if not isinstance(widget, W.ValueWidget) or not getattr(widget, "description", ""):
+        return None
+    value = widget.value
+    if hasattr(widget, "options") and hasattr(widget, "label") and widget.label is not None:
+        value = widget.label
+    text = f"{value:.4g}" if isinstance(value, float) else str(value)
+    return f"{widget.description}: {text}"
+
+
+def _strip_tags(markup: str) -> str:
+    import html
+    import re
+
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", markup)).split())
+
+
+def panel_static_parts(widget: W.Widget) -> list:
+    """What a panel shows now, for its static figure: one line of its settings, then its headline
+    numbers, status lines and charts, in the order the panel lays them out."""
+    from ..charts.static import LiveChart
+
+    settings: list[str] = []
+    shown: list = []
+
+    def walk(w):
+        if isinstance(w, W.Box):
+            for child in w.children:
+                walk(child)
+        elif isinstance(w, LiveChart) or isinstance(w, alt.JupyterChart):
+            if w.chart is not None:
+                shown.append(w.chart)
+        elif isinstance(w, W.HTML):
+            text = _strip_tags(w.value)
+            if text:
+                shown.append((text, 15, True))
+        elif isinstance(w, W.Label):
+            if w.value:
+                shown.append(w.value)
+        else:
+            text = _settings_text(w)
+            if text:
+                settings.append(text)
+
+    walk(widget)
+    lines, line = [], ""
+    for s in settings:  # wrap the settings into lines of about 110 characters
+        if line and len(line) + len(s) > 110:
+            lines.append(line)
+            line = ""
+        line = f"{line}  |  {s}" if line else s
+    if line:
+        lines.append(line)
+    return [(text, 12, False) for text in lines] + shown
+
+
+class PanelView:
+    """Display a panel's widget tree live, with a static figure of its current state (settings,
+    headline, charts) in the same output: the figure is what a reader without a kernel sees."""
+
+    def __init__(self, widget: W.Widget):
+        self.widget = widget
+
+    def _repr_mimebundle_(self, **kwargs):
+        from ..charts import static
+
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+        try:
+            parts = panel_static_parts(self.widget)
+            image, image_metadata = static.image_entry(static.stack_png(parts))
+        except Exception as e:  # the live panel still works; the committed-notebook test catches a missing figure
+            import warnings
+
+            warnings.warn(f"no static figure for a panel: {e}", stacklevel=2)
+            return bundle
+        text = next((p[0] for p in parts if isinstance(p, tuple) and p[1] > 12), "")
+        return {**data, **image, "text/plain": f"<panel: {text}>" if text else "<panel>"}, {
+            **(metadata or {}), **image_metadata}
+
+
+def show_panel(widget: W.Widget) -> None:
+    """What a panel's ``_ipython_display_`` does: the live widgets, with a static figure beside."""
+    from IPython.display import display
+
+    display(PanelView(widget))
 
 
 def big_number(label: str) -> W.HTML:
@@ -27,6 +122,73 @@ def set_big_number(widget: W.HTML, label: str, value: str, note: str = "") -> No
         f"<div style='font-size:1.1em'>{label} <span style='font-size:1.8em;font-weight:bold'>{value}</span>"
         f" <span style='color:#666'>{note}</span></div>"
     )
+
+
+# --- what fits in this machine's memory ----------------------------------------------------------
+def _read_int(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None  # "max" (cgroup v2, no limit) is not a number
+
+
+def _stat(path: Path, key: str) -> int:
+    try:
+        for line in path.read_text().splitlines():
+            k, _, v = line.partition(" ")
+            if k == key and v.strip().isdigit():
+                return int(v)
+    except OSError:
+        pass
+    return 0
+
+
+def available_memory_bytes(proc: Path = Path("/proc/meminfo"), cgroup: Path = Path("/sys/fs/cgroup")) -> int:
+    """Memory a new run can use now (bytes): the system's ``MemAvailable``, or less when this
+    process's container (cgroup v2 or v1) has a limit: the limit minus what the container uses,
+    page cache it can drop not counted."""
+    avail = None
+    try:
+        for line in proc.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                avail = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    if avail is None:
+        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    for limit_file, usage_file, stat_file, cache_key in (
+        (cgroup / "memory.max", cgroup / "memory.current", cgroup / "memory.stat", "inactive_file"),
+        (cgroup / "memory" / "memory.limit_in_bytes", cgroup / "memory" / "memory.usage_in_bytes",
+         cgroup / "memory" / "memory.stat", "total_inactive_file"),
+    ):
+        limit, usage = _read_int(limit_file), _read_int(usage_file)
+        if limit is None or usage is None or limit >= 1 << 60:
+            continue
+        in_use = max(0, usage - _stat(stat_file, cache_key))
+        avail = min(avail, max(0, limit - in_use))
+    return avail
+
+
+def models_that_fit(models, available_bytes: int | None = None) -> tuple[list[str], str]:
+    """The model presets of ``models`` whose run fits in memory, and a sentence about the others.
+
+    Binder gives a notebook about 2 GB; a run that does not fit is killed by the kernel's OOM killer
+    mid-save, so a panel offers only what fits (and the smallest, if nothing does). ``available_bytes``:
+    the memory free now (default :func:`available_memory_bytes`).
+    """
+    from ..training.workload import PRESETS
+
+    available = available_memory_bytes() if available_bytes is None else available_bytes
+    fit = [m for m in models if PRESETS[m].run_memory_bytes <= available]
+    if not fit:
+        fit = [min(models, key=lambda m: PRESETS[m].run_memory_bytes)]
+    left_out = [m for m in models if m not in fit]
+    if not left_out:
+        return fit, ""
+    why = ", ".join(f"{m} ({PRESETS[m].state_bytes / 1e6:.0f} MB state) needs about {PRESETS[m].run_memory_bytes / 1e9:.1f} GB"
+                    for m in left_out)
+    return fit, (f"Not offered: {why} for a run, and this machine has {available / 1e9:.1f} GB of memory available.")
 
 
 class RunControls:

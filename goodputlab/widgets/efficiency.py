@@ -21,7 +21,7 @@ from ..efficiency.analysis import SweepAnalysis, SweepResult
 from ..efficiency.noise import LR_RULES
 from ..errors import ConfigError
 from ..training.workload import PRESETS, uniform_loss
-from .common import big_number, chart_widget, set_big_number
+from .common import big_number, chart_widget, set_big_number, show_panel
 
 _STYLE = {"description_width": "150px"}
 _LAYOUT = W.Layout(width="420px")
@@ -155,6 +155,4 @@ class EfficiencyPanel:
         return result
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        show_panel(self.widget)

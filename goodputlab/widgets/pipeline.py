@@ -16,7 +16,7 @@ from ..engine.api import RunResult
 from ..charts.pipeline import depth_curve, model_vs_measured, zoomed_timeline
 from ..engine.config import RunConfig
 from ..errors import ConfigError
-from .common import RunControls, big_number, chart_widget, set_big_number
+from .common import RunControls, big_number, chart_widget, set_big_number, show_panel
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=620, height=60)
 _STYLE = {"description_width": "170px"}
@@ -162,9 +162,7 @@ class PipelinePanel:
         self.status.value = "done"
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        show_panel(self.widget)
 
 
 class DepthCalculator:
@@ -246,6 +244,4 @@ class DepthCalculator:
         return advice
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        show_panel(self.widget)

@@ -19,7 +19,7 @@ from ..charts import recovery as recovery_charts
 from ..charts import theory as theory_charts
 from ..errors import ConfigError
 from ..theory import SimConfig, SimResult, recovery_at_scale, renewal, simulate
-from .common import big_number, chart_widget, set_big_number
+from .common import big_number, chart_widget, set_big_number, show_panel
 
 _STYLE = {"description_width": "200px"}
 _LAYOUT = W.Layout(width="470px")
@@ -185,9 +185,7 @@ class RecoveryPanel:
         self.lever_chart.chart = recovery_charts.lever_chart(self.lever_rows())
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        show_panel(self.widget)
 
 
 class PolicyPanel:
@@ -246,6 +244,4 @@ class PolicyPanel:
         self.chart.chart = recovery_charts.policy_chart(rows, measured=self.simulated + marks)
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        show_panel(self.widget)

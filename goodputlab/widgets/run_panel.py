@@ -14,7 +14,7 @@ import ipywidgets as W
 from .. import charts
 from ..engine.api import RunResult
 from ..engine.config import RunConfig
-from .common import RunControls, big_number, chart_widget, set_big_number
+from .common import RunControls, big_number, chart_widget, set_big_number, show_panel
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=680, height=60)
 
@@ -124,6 +124,4 @@ class RunPanel:
         self.status.value = "done" if s["completed"] else f"stopped: {s['stop_reason']}"
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        show_panel(self.widget)

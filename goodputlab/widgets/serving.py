@@ -10,7 +10,7 @@ import ipywidgets as W
 from ..charts.serving import attainment_vs_rate, rate_rows, request_scatter, worker_timeline
 from ..errors import ConfigError
 from ..serving import MIXES, SLO, RateMeasurement
-from .common import big_number, chart_widget, set_big_number
+from .common import big_number, chart_widget, set_big_number, show_panel
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=320, height=60)
 _STYLE = {"description_width": "150px"}
@@ -165,6 +165,4 @@ class ServingPanel:
             self._own.discard(mode)
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        show_panel(self.widget)

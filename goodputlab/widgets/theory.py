@@ -19,7 +19,7 @@ from ..charts import cluster as cluster_charts
 from ..charts import theory as theory_charts
 from ..errors import ConfigError
 from ..theory import SimConfig, SimResult, simulate
-from .common import big_number, chart_widget, set_big_number
+from .common import big_number, chart_widget, set_big_number, show_panel
 
 _STYLE = {"description_width": "190px"}
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="simulating...").properties(width=520, height=40)
@@ -197,9 +197,7 @@ class ClusterPanel:
         )
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        show_panel(self.widget)
 
 
 class IntervalPanel:
@@ -335,9 +333,7 @@ class IntervalPanel:
         return result
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        show_panel(self.widget)
 
 
 class CheckpointCalculator:
@@ -396,6 +392,4 @@ class CheckpointCalculator:
         return result
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        show_panel(self.widget)

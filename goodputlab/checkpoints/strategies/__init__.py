@@ -11,7 +11,7 @@ here they are loaded by name, when a run needs one. A strategy module defines:
 and, when it needs them (each has a default here):
 
 - ``options(config)``: its own settings from the run's configuration (default none);
-- ``prepare_run(config)``: a run-level resource the supervisor holds while the run
+- ``prepare_run(config, fallbacks)``: a run-level resource the supervisor holds while the run
   lasts, and the environment every worker gets (:class:`RunResource`; the memory
   strategy's RAM tier; :class:`~goodputlab.checkpoints.registry.RunResource`);
 - ``open_tier(config, max_file_bytes, env)``: in the worker, a tier to restore from before
@@ -51,10 +51,12 @@ def options(config) -> dict[str, Any]:
     return hook(config) if hook else {}
 
 
-def prepare_run(config) -> RunResource:
-    """The run-level resource of ``config.ckpt``'s strategy (the supervisor calls it once per run)."""
+def prepare_run(config, fallbacks: tuple = ()) -> RunResource:
+    """The run-level resource of ``config.ckpt``'s strategy (the supervisor calls it once per run).
+
+    ``fallbacks``: directories the resource may use when its preferred place has no room (the run's own)."""
     hook = getattr(load(config.ckpt), "prepare_run", None)
-    return hook(config) if hook else RunResource()
+    return hook(config, fallbacks=fallbacks) if hook else RunResource()
 
 
 def open_tier(config, max_file_bytes: int | None = None, env: Mapping[str, str] | None = None):

@@ -18,8 +18,17 @@ import os
 import time
 from typing import Any, Callable, Mapping
 
+from ...engine.events import M_MEMORY_TIER
 from ..background import BackgroundCheckpointer
-from ..ram_tier import MEMORY_TIER_ENV, MemoryTier, create_memory_tier_dir, remove_memory_tier_dir
+from ..ram_tier import (
+    MEMORY_TIER_ENV,
+    MemoryTier,
+    choose_memory_root,
+    create_memory_tier_dir,
+    free_bytes,
+    remove_memory_tier_dir,
+    tier_bytes,
+)
 from ..store import CheckpointStore
 from ..registry import RunResource
 
@@ -106,10 +115,29 @@ def options(config) -> dict[str, Any]:
     return {"disk_every": config.memory_disk_every}
 
 
-def prepare_run(config) -> RunResource:
-    """The supervisor's part: a RAM tier for the whole run (it outlives every killed worker), removed at the end."""
-    path = create_memory_tier_dir()
-    return RunResource(env={MEMORY_TIER_ENV: str(path)}, cleanup=lambda: remove_memory_tier_dir(path))
+def prepare_run(config, fallbacks: tuple = ()) -> RunResource:
+    """The supervisor's part: a RAM tier for the whole run (it outlives every killed worker), removed at the end.
+
+    The tier goes where its two slots fit (:func:`~goodputlab.checkpoints.ram_tier.choose_memory_root`):
+    ``/dev/shm``, or a directory with room when a container's 64 MB ``/dev/shm`` is too small; the
+    run's event log records where (a ``memory_tier`` marker) and a warning says so.
+    """
+    import warnings
+
+    from ...training.workload import PRESETS
+
+    need = tier_bytes(PRESETS[config.model].state_bytes)
+    root, note = choose_memory_root(need, fallbacks)
+    path = create_memory_tier_dir(root)
+    if note:
+        warnings.warn(note, MemoryTierWarning, stacklevel=2)
+    marker = {"path": str(path), "needed_bytes": need, "free_bytes": free_bytes(root), "fallback": note or ""}
+    return RunResource(env={MEMORY_TIER_ENV: str(path)}, cleanup=lambda: remove_memory_tier_dir(path),
+                       events=[(M_MEMORY_TIER, marker)])
+
+
+class MemoryTierWarning(UserWarning):
+    """The RAM tier is not in /dev/shm (too little room there); the message says where and why."""
 
 
 def open_tier(config, max_file_bytes: int | None = None, env: Mapping[str, str] = os.environ) -> MemoryTier:

@@ -1,0 +1,103 @@
+"""The book as a static website: Sphinx + MyST-NB + sphinx-book-theme (``make book``).
+
+Why Sphinx and not Jupyter Book 2: Jupyter Book 2's HTML build downloads its theme while it builds
+and fails without a network; Sphinx, MyST-NB and the book theme come from the package registry
+(the ``site`` extra) and build offline. MathJax is served from the site itself
+(sphinx-mathjax-offline), so reading the site needs no network either.
+
+The source folder is the repository root (``sphinx-build -c book . book/_build/html``), so the
+chapters (book/*.ipynb) and the labs (labs/**) keep their paths; ``include_patterns`` picks them
+up by glob, so a new chapter or lab is on the site without editing this file. Nothing is executed:
+the pages show the committed outputs.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from docutils import nodes
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import launch_links  # noqa: E402  (the one place launch links are built)
+
+project = "goodputlab"
+author = "the goodputlab authors"
+copyright = "the goodputlab authors, Apache-2.0"
+
+extensions = ["myst_nb", "sphinx-mathjax-offline"]
+root_doc = "book/index"
+include_patterns = ["book/*.md", "book/*.ipynb", "labs/*.ipynb", "labs/*.md", "labs/solutions/*.ipynb"]
+exclude_patterns = ["**/_build", "**/.ipynb_checkpoints", ".venv", "**/node_modules"]
+
+# --- notebooks: committed outputs, no execution ------------------------------------------------
+nb_execution_mode = "off"
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
+myst_heading_anchors = 3
+# The committed outputs carry static figures (image/png); a live widget view cannot draw without a
+# kernel, so images come first, and no ipywidgets JavaScript is loaded (it would come from a CDN).
+nb_mime_priority_overrides = [
+    ("html", "image/png", 5),
+    ("html", "image/svg+xml", 6),
+    ("html", "application/vnd.jupyter.widget-view+json", 100),
+]
+nb_ipywidgets_js = {}
+# chapter text uses \* inside math (a markdown escape): MathJax sees the same characters
+suppress_warnings = ["mystnb.unknown_mime_type", "myst.header"]
+
+# --- the theme -----------------------------------------------------------------------------------
+html_theme = "sphinx_book_theme"
+html_title = "goodputlab: training goodput, measured"
+html_static_path = []
+html_theme_options = {
+    "repository_url": launch_links.repository_url(),
+    "repository_branch": launch_links.BRANCH,
+    "path_to_docs": "",
+    "use_repository_button": True,
+    "use_download_button": True,
+    "launch_buttons": {"binderhub_url": launch_links.BINDER, "notebook_interface": "jupyterlab"},
+    "show_toc_level": 2,
+}
+html_last_updated_fmt = None
+
+
+def _binder_button(app, pagename, templatename, context, doctree):
+    """Point the theme's Binder button at the same URL as the chapter's own link (``labpath=``)."""
+    for group in context.get("header_buttons", []):
+        for button in group.get("buttons", []) if isinstance(group, dict) else []:
+            if button.get("text") == "Binder":
+                source = app.env.doc2path(pagename)
+                button["url"] = launch_links.binder_url(Path(source).relative_to(ROOT).as_posix())
+
+
+def _redirect_root(app, exception):
+    """``index.html`` at the site's root opens the book's front page."""
+    if exception is None and app.builder.format == "html":
+        (Path(app.outdir) / "index.html").write_text(
+            '<!doctype html><meta charset="utf-8"><title>goodputlab</title>'
+            '<meta http-equiv="refresh" content="0; url=book/index.html">'
+            '<a href="book/index.html">goodputlab</a>\n'
+        )
+
+
+_HTML_ANCHOR = re.compile(r"""<a\s+id=["']([^"']+)["']\s*>""")  # MyST: the </a> is a node of its own
+
+
+def _html_anchors(app, doctree):
+    """Register the ``<a id="young-1974"></a>`` anchors of a page (book/references.md: they work on
+    GitHub and in JupyterLab too) as labels, so ``[Young 1974](references.md#young-1974)`` resolves
+    (MyST only knows headings and explicit targets)."""
+    std = app.env.domains.standard_domain
+    for node in doctree.findall(nodes.raw):
+        if node.get("format") == "html":
+            for anchor in _HTML_ANCHOR.findall(node.astext()):
+                std.anonlabels[anchor] = (app.env.docname, anchor)
+
+
+def setup(app):
+    app.connect("doctree-read", _html_anchors)
+    # after the theme's own handler (priority 501), which builds the launch buttons
+    app.connect("html-page-context", _binder_button, priority=900)
+    app.connect("build-finished", _redirect_root)

@@ -1,0 +1,224 @@
+"""The ``torchrun`` command line of a distributed run (pure: no torch).
+
+``torchrun`` (``python -m torch.distributed.run``, PyTorch's elastic launcher) starts
+``nproc`` copies of the training worker on this machine, gives each its ``RANK``,
+``LOCAL_RANK``, ``WORLD_SIZE`` and a rendezvous to meet the others at, watches them
+every ``monitor_interval`` seconds, and when one dies stops the others and starts the
+whole group again, up to ``max_restarts`` times (each new group sees
+``TORCHELASTIC_RESTART_COUNT`` = its attempt number).
+
+* One machine (``nnodes`` 1, no endpoint): ``--standalone``, a private rendezvous on a
+  free port of this machine.
+* Several machines: every machine runs the same command with ``--nnodes N
+  --rdzv-endpoint HOST:PORT`` (the machine that hosts the rendezvous, reachable by all);
+  the c10d rendezvous numbers the machines. With ``--node-rank R`` the numbering is
+  fixed instead (torchrun's static rendezvous, where ``HOST:PORT`` is node 0's).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..errors import ConfigError, check
+from ..validate import is_number, is_whole
+
+MAX_NPROC = 1024  # ranks on one machine; far past any machine's accelerators or cores
+MAX_NNODES = 100_000
+MAX_STRAGGLER_FACTOR = 100.0  # a step 100 times slower is a hang, not a straggler
+DEFAULT_MONITOR_INTERVAL_S = 0.05  # torchrun's default is 0.1 s; a failure is noticed within this
+ENDPOINT_ALLOWED = "HOST:PORT, e.g. node0:29500 or [fd00::1]:29500 (a port between 1 and 65535)"
+
+_HOST = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
+_IPV6 = re.compile(r"^[0-9A-Fa-f:.]+$")
+
+
+def endpoint_parses(text) -> bool:
+    """Does ``text`` parse as a rendezvous endpoint (:func:`parse_rdzv_endpoint`)?"""
+    try:
+        parse_rdzv_endpoint(text)
+    except ConfigError:
+        return False
+    return True
+
+
+def parse_rdzv_endpoint(text: str) -> tuple[str, int]:
+    """``(host, port)`` of a rendezvous endpoint ``HOST:PORT`` (an IPv6 host in brackets).
+
+    Raises :class:`~goodputlab.errors.ConfigError` (field ``rdzv_endpoint``) for anything
+    else: no port, a port outside 1-65535, an empty or malformed host.
+    """
+    if not isinstance(text, str):
+        raise ConfigError("rdzv_endpoint", text, ENDPOINT_ALLOWED)
+    s = text.strip()
+    if s.startswith("["):
+        host, sep, rest = s[1:].partition("]")
+        ok = sep and rest.startswith(":") and _IPV6.match(host) is not None and ":" in host
+        port_text = rest[1:] if ok else ""
+    else:
+        host, sep, port_text = s.rpartition(":")
+        ok = bool(sep) and ":" not in host and _HOST.match(host) is not None
+    if not ok or not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise ConfigError("rdzv_endpoint", text, ENDPOINT_ALLOWED)
+    return host, int(port_text)
+
+
+@dataclass(frozen=True)
+class TorchrunLaunch:
+    """How ``torchrun`` starts the ranks; validated on construction.
+
+    ``nproc``: ranks on this machine; ``nnodes``: machines in the job; ``node_rank``: this
+    machine's fixed number (``None``: the rendezvous numbers them); ``rdzv_endpoint``:
+    ``HOST:PORT`` of the rendezvous (needed with more than one machine); ``rdzv_id``: the
+    job's name at the rendezvous (the same on every machine); ``max_restarts``: group
+    restarts before torchrun gives up; ``monitor_interval_s``: how often torchrun looks at
+    its ranks; ``log_dir``: where torchrun keeps every rank's output, per attempt.
+    """
+
+    nproc: int
+    nnodes: int = 1
+    node_rank: int | None = None
+    rdzv_endpoint: str | None = None
+    rdzv_id: str = "goodputlab"
+    max_restarts: int = 0
+    monitor_interval_s: float = DEFAULT_MONITOR_INTERVAL_S
+    log_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        check(is_whole(self.nproc) and 1 <= self.nproc <= MAX_NPROC, "nproc", self.nproc,
+              f"a whole number of ranks between 1 and {MAX_NPROC}")
+        check(is_whole(self.nnodes) and 1 <= self.nnodes <= MAX_NNODES, "nnodes", self.nnodes,
+              f"a whole number of machines between 1 and {MAX_NNODES}")
+        if self.node_rank is not None:
+            check(is_whole(self.node_rank) and 0 <= self.node_rank < self.nnodes, "node_rank", self.node_rank,
+                  f"a machine number between 0 and {self.nnodes - 1} (--nnodes {self.nnodes}, numbered from 0)")
+        if self.rdzv_endpoint is not None:
+            parse_rdzv_endpoint(self.rdzv_endpoint)
+        check(self.nnodes == 1 or self.rdzv_endpoint is not None, "rdzv_endpoint", self.rdzv_endpoint,
+              f"{ENDPOINT_ALLOWED}: a job on {self.nnodes} machines needs a rendezvous every machine can reach")
+        check(isinstance(self.rdzv_id, str) and re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", self.rdzv_id) is not None,
+              "rdzv_id", self.rdzv_id, "1 to 64 letters, digits, '.', '_' or '-'")
+        check(is_whole(self.max_restarts) and self.max_restarts >= 0, "max_restarts", self.max_restarts,
+              "a whole number >= 0")
+
+    @property
+    def world_size(self) -> int:
+        """Ranks in the whole job (every machine runs ``nproc``)."""
+        return self.nproc * self.nnodes
+
+    def command(self, python: str, module: str, module_args: list[str]) -> list[str]:
+        """The argument vector that starts ``python -m torch.distributed.run`` for ``python -m module``."""
+        cmd = [python, "-m", "torch.distributed.run"]
+        if self.nnodes == 1 and self.rdzv_endpoint is None:
+            cmd += ["--standalone"]
+        elif self.node_rank is not None:
+            cmd += ["--rdzv-backend", "static", "--rdzv-endpoint", self.rdzv_endpoint, "--node-rank", str(self.node_rank)]
+        else:
+            cmd += ["--rdzv-backend", "c10d", "--rdzv-endpoint", self.rdzv_endpoint, "--rdzv-id", self.rdzv_id]
+        cmd += [
+            "--nnodes", str(self.nnodes),
+            "--nproc-per-node", str(self.nproc),
+            "--max-restarts", str(self.max_restarts),
+            "--monitor-interval", repr(float(self.monitor_interval_s)),
+        ]
+        if self.log_dir is not None:
+            # every rank's output in its own file (per attempt), and on torchrun's output with a [rank] prefix
+            cmd += ["--log-dir", self.log_dir, "--redirects", "3", "--tee", "3"]
+        return cmd + ["-m", module, *module_args]
+
+
+def check_batch_split(batch_size: int, nproc: int, nnodes: int = 1) -> None:
+    """Refuse ``nproc`` ranks per machine (``nproc x nnodes`` in all) that cannot split
+    ``batch_size`` sequences into equal shards (field ``nproc``).
+
+    Equal shards keep data parallelism exact: the mean of the ranks' mean losses is the
+    mean loss of the whole batch, so the averaged gradient is the one-process gradient.
+    """
+    if batch_size % (nproc * nnodes) == 0:
+        return
+    fits = [d for d in range(1, batch_size + 1) if batch_size % (d * nnodes) == 0]
+    shown = ", ".join(map(str, fits[:12])) + (", ..." if len(fits) > 12 else "") if fits else "none"
+    machines = f" on each of {nnodes} machines" if nnodes > 1 else ""
+    raise ConfigError(
+        "nproc",
+        nproc,
+        f"a number of ranks{machines} that splits the batch of {batch_size} sequences evenly ({shown})",
+    )
+
+
+LAUNCHERS = ("auto", "torchrun")
+
+
+def uses_torchrun(config) -> bool:
+    """Does this run configuration start its worker under ``torchrun``? (More than one rank, or ``launcher="torchrun"``.)"""
+    return config.launcher == "torchrun" or config.nproc * config.nnodes > 1
+
+
+#: Settings of the one-process engine (``goodputlab.recovery``) that a job under torchrun does not support,
+#: with the value it needs and what to say (``kill`` is ``goodputlab.recovery.modes.KILL``).
+_NOT_UNDER_TORCHRUN = (
+    ("hot_spare", False, "off under torchrun: torchrun restarts the whole group of ranks; there is no standby "
+                         "rank to hand over to"),
+    ("failure_mode", "kill", "kill under torchrun: a failure kills one rank (hang, exception, loader-death and "
+                             "disk-full are one-process modes)"),
+    ("ckpt_omit", (), "nothing under torchrun: a sharded checkpoint always holds the whole state"),
+    ("hang_timeout", None, "none under torchrun (the heartbeat watchdog watches one worker process)"),
+)
+
+
+def _recovery_settings_under_torchrun(config) -> None:
+    for name, needed, allowed in _NOT_UNDER_TORCHRUN:
+        value = getattr(config, name)
+        check(value == needed, name, value, allowed)
+
+
+def launch_of(config, max_restarts: int = 0, log_dir: str | None = None, rdzv_id: str = "goodputlab") -> TorchrunLaunch:
+    """The :class:`TorchrunLaunch` of a run configuration (its ``nproc``, ``nnodes``, ``node_rank``, ``rdzv_endpoint``)."""
+    return TorchrunLaunch(
+        nproc=config.nproc,
+        nnodes=config.nnodes,
+        node_rank=config.node_rank,
+        rdzv_endpoint=config.rdzv_endpoint,
+        rdzv_id=rdzv_id,
+        max_restarts=max_restarts,
+        log_dir=log_dir,
+    )
+
+
+def check_scale_out(config) -> None:
+    """The rules between a run configuration's distributed fields and the rest; ``ConfigError`` naming the field.
+
+    * the launch itself (:class:`TorchrunLaunch`: ``nproc``, ``nnodes``, ``node_rank``, ``rdzv_endpoint``);
+    * the batch splits evenly over the ranks (:func:`check_batch_split`);
+    * ``--ckpt memory`` only in one worker process (its RAM tier belongs to one process; a job under
+      torchrun saves sharded DCP checkpoints with ``sync``, ``async`` or ``dcp``);
+    * a straggler rank is a rank of a job of two or more ranks and comes with ``straggler_prob`` > 0;
+      a straggler of one process slows its own steps (``goodputlab.recovery``), one rank under torchrun cannot;
+    * the one-process engine's recovery settings (hot spare, failure modes other than ``kill``,
+      ``ckpt_omit``, ``hang_timeout``) are refused under torchrun.
+    """
+    check(config.launcher in LAUNCHERS, "launcher", config.launcher, f"one of {', '.join(LAUNCHERS)}")
+    launch = launch_of(config)
+    world = launch.world_size
+    check_batch_split(config.resolved_batch_size(), config.nproc, config.nnodes)
+    if uses_torchrun(config):
+        check(config.ckpt != "memory", "ckpt", config.ckpt,
+              f"sync, async or dcp with {world} rank{'s' if world > 1 else ''} under torchrun (a job under torchrun saves sharded DCP "
+              "checkpoints; the RAM tier of --ckpt memory belongs to one process)")
+    check(is_number(config.straggler_prob) and 0.0 <= config.straggler_prob <= 1.0,
+          "straggler_prob", config.straggler_prob, "a share of steps between 0 and 1 (0: no straggler, 1: every step)")
+    check(is_number(config.straggler_factor) and 1.0 <= config.straggler_factor <= MAX_STRAGGLER_FACTOR,
+          "straggler_factor", config.straggler_factor,
+          f"a number between 1 and {MAX_STRAGGLER_FACTOR:g} (1: not slowed)")
+    if config.straggler_rank is not None:
+        check(is_whole(config.straggler_rank) and 0 <= config.straggler_rank < world and world > 1,
+              "straggler_rank", config.straggler_rank,
+              f"a rank between 0 and {world - 1} of a job of 2 or more ranks (--nproc)" if world > 1
+              else "a rank of a job of 2 or more ranks (--nproc 2 or more): one rank has nobody to hold back")
+        check(config.straggler_prob > 0, "straggler_rank", config.straggler_rank,
+              "a rank with --straggler-prob > 0 (the share of its steps that are slowed)")
+    if config.straggler_prob > 0 and uses_torchrun(config):  # one process slows its own steps (goodputlab.recovery)
+        check(world > 1, "straggler_prob", config.straggler_prob,
+              "0 with one rank under torchrun (it has nobody to hold back); a straggler needs --nproc 2 or more")
+    if uses_torchrun(config):
+        _recovery_settings_under_torchrun(config)

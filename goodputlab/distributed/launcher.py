@@ -1,0 +1,139 @@
+"""``torchrun`` and its ranks, as the supervisor sees them: start, follow, kill one rank, stop all.
+
+:class:`TorchrunJob` starts ``python -m torch.distributed.run`` in a session of its own
+(its elastic agent starts every rank in a session of its own too, so killing a rank's
+process group takes its DataLoader workers with it), follows every local rank's event log,
+learns each rank's process from its ``init`` event, and can
+
+* :meth:`~TorchrunJob.kill_rank`: SIGKILL one rank's process group, as a failed machine would.
+  The agent notices within ``--monitor-interval``, stops the other ranks (SIGTERM, then
+  SIGKILL) and, while ``--max-restarts`` allows, starts the whole group again; the new ranks
+  see ``TORCHELASTIC_RESTART_COUNT`` one higher and resume from the newest checkpoint;
+* :meth:`~TorchrunJob.stop`: end everything: SIGTERM to the agent (it stops its ranks), then
+  SIGKILL to the agent's session and to every rank still alive. A rank whose agent dies is
+  killed by the kernel anyway (the worker asks for ``PR_SET_PDEATHSIG``), so no process
+  outlives a run, also when the supervisor itself is killed.
+
+A rank's process is identified by its pid *and* its start time (``/proc/PID/stat``), so a pid
+the system has reused for another process is never signalled.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from ..engine.events import EventTail
+from .joblog import RANK_LOG, RANKS_DIR
+from .launch import TorchrunLaunch
+
+WORKER_MODULE = "goodputlab.distributed.worker"
+STOP_GRACE_S = 5.0  # how long the agent gets to stop its ranks before everything is SIGKILLed
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The start time of process ``pid`` (clock ticks since boot), or ``None`` when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(b")") + 2 :].split()[19])  # field 22 of stat, after "pid (comm) "
+
+
+class TorchrunJob:
+    """A running ``torchrun`` job of ``launch.nproc`` local ranks training the run in ``out``."""
+
+    def __init__(self, launch: TorchrunLaunch, out: Path, t0: float, python: str, stdout_fd: int, env: dict[str, str]):
+        self.launch = launch
+        self.out = out
+        (out / RANKS_DIR).mkdir(exist_ok=True)
+        cmd = launch.command(python, WORKER_MODULE, ["--run-dir", str(out), "--t0", repr(t0)])
+        # its own session: one killpg reaches the agent (the ranks have sessions of their own)
+        self.proc = subprocess.Popen(
+            cmd, stdout=stdout_fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+        )
+        self.host = socket.gethostname()
+        self._tails: dict[int, EventTail] = {}
+        self.processes: dict[tuple[int, int], tuple[int, int]] = {}  # (attempt, rank) -> (pid, start ticks)
+
+    def _logs(self) -> dict[int, Path]:
+        """The rank logs present (on a folder shared by several machines, other machines' ranks too)."""
+        found = {}
+        for p in (self.out / RANKS_DIR).glob("events-rank*.jsonl"):
+            r = p.name[len("events-rank") : -len(".jsonl")]
+            if r.isdigit():
+                found[int(r)] = p
+        return found
+
+    def poll(self) -> list[dict]:
+        """Events the ranks wrote since the last call (each with its ``rank``), in no particular order.
+
+        A rank of this machine (its ``init`` names this host) becomes known by its process."""
+        new = []
+        for rank, path in self._logs().items():
+            tail = self._tails.get(rank)
+            if tail is None:
+                tail = self._tails[rank] = EventTail(path)
+            for e in tail.poll():
+                e["rank"] = rank
+                if e["kind"] == "init" and isinstance(e.get("pid"), int) and e.get("host") == self.host:
+                    ticks = _start_ticks(e["pid"])
+                    if ticks is not None:
+                        self.processes[(e["attempt"], rank)] = (e["pid"], ticks)
+                new.append(e)
+        return new
+
+    def returncode(self) -> int | None:
+        """torchrun's exit code, or ``None`` while it runs."""
+        return self.proc.poll()
+
+    def wait(self, timeout: float) -> int | None:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def live_ranks(self, attempt: int) -> list[int]:
+        """The ranks of attempt ``attempt`` running on this machine now, in rank order."""
+        return sorted(r for (a, r), (pid, ticks) in self.processes.items() if a == attempt and _start_ticks(pid) == ticks)
+
+    def kill_rank(self, attempt: int, rank: int) -> bool:
+        """SIGKILL rank ``rank`` of attempt ``attempt`` with its DataLoader workers; False when it is not alive."""
+        known = self.processes.get((attempt, rank))
+        if known is None or _start_ticks(known[0]) != known[1]:
+            return False
+        try:
+            os.killpg(known[0], signal.SIGKILL)  # the rank leads its own session
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+    def stop(self) -> None:
+        """End torchrun and every rank: SIGTERM to the agent, then SIGKILL to what is left."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGTERM)
+                self.proc.wait(timeout=STOP_GRACE_S)
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                pass
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.wait()
+        for pid, ticks in list(self.processes.values()):
+            if _start_ticks(pid) == ticks:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+
+def rank_log(out: Path, rank: int) -> Path:
+    """Where rank ``rank`` of the run in ``out`` records its events."""
+    return out / RANKS_DIR / RANK_LOG.format(rank=rank)

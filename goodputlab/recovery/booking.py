@@ -1,0 +1,132 @@
+"""The event kinds recovery adds to the event log, and the category each one is booked to.
+
+The ledger's rule stays the one of ``docs/ARCHITECTURE.md``: consecutive phase events
+partition the wall clock, and each phase is booked to one of the eight categories.
+Recovery adds phases (each with its category here) and markers (facts that change no
+phase). Everything from a failure until the job is ready to train again is
+``restart``, whoever spends it: a hung worker nobody has noticed yet, a dying worker
+unwinding its error, the handover to a hot spare, a DataLoader rebuilt in place.
+
+=================  ==========  ============  =====================================================
+kind               written by  category      what the time is
+=================  ==========  ============  =====================================================
+``hang``           supervisor  restart       from the hung worker's last sign of progress to the
+                                             watchdog's verdict (written afterwards, at the time
+                                             of that last sign)
+``handover``       supervisor  restart       giving the job to the hot spare: writing its
+                                             attempt number, and waiting while it finishes a
+                                             start-up the failure cut short
+``resume``         supervisor  restart       a stopped run continued (``--resume``): the new
+                                             session's set-up, before its first launch
+``activate``       worker      restart       the hot spare took the job: joining the event log
+``crash``          worker      restart       an error is unwinding the worker: traceback, exit
+``loader_rebuild`` worker      restart       a DataLoader worker died: the loader is rebuilt
+                                             from the current step, in the same process
+``straggle``       worker      other         the extra time of a slowed step (a straggler):
+                                             the step's compute stays ``productive`` or
+                                             ``lost_work``; what the slowdown added is
+                                             ``other``, and the summary reports it apart
+                                             (``straggler_s``, ``straggler_steps``)
+=================  ==========  ============  =====================================================
+
+Markers: ``failure_injected`` (``mode`` and what was hit: the step, a DataLoader worker's
+pid, the bytes left on a filled disk), ``ckpt_failed`` (a save that did not happen:
+``ckpt_step``, ``reason``; the previous checkpoint stays the newest), ``disk_freed`` (the
+injected full disk was emptied again), ``standby_spawned`` (a hot spare was launched, off
+the critical path).
+
+A hot spare's own start-up is not in the log as phases at all: it happens beside the
+job, not in its way. The ``activate`` event carries how long it took
+(``standby_startup_s``) and whether the spare was ready when the failure came.
+"""
+
+from __future__ import annotations
+
+from .. import categories as C
+
+# --- phases --------------------------------------------------------------------------------------
+SUP_HANG = "hang"
+SUP_HANDOVER = "handover"
+SUP_RESUME = "resume"
+W_ACTIVATE = "activate"
+W_CRASH = "crash"
+W_LOADER_REBUILD = "loader_rebuild"
+W_STRAGGLE = "straggle"
+
+#: Every phase recovery adds, with its category.
+PHASE_CATEGORIES: dict[str, str] = {
+    SUP_HANG: C.RESTART,
+    SUP_HANDOVER: C.RESTART,
+    SUP_RESUME: C.RESTART,
+    W_ACTIVATE: C.RESTART,
+    W_CRASH: C.RESTART,
+    W_LOADER_REBUILD: C.RESTART,
+    W_STRAGGLE: C.OTHER,
+}
+
+#: The phases the supervisor writes (kept by the ledger even when stamped after the worker's kill).
+SUPERVISOR_PHASES = frozenset({SUP_HANG, SUP_HANDOVER, SUP_RESUME})
+
+# --- markers -------------------------------------------------------------------------------------
+M_FAILURE_INJECTED = "failure_injected"  # {"mode", "step"?, "pid"?, "left_bytes"?}
+M_CKPT_FAILED = "ckpt_failed"  # {"ckpt_step", "reason", "tier"}: a save that did not happen
+M_DISK_FREED = "disk_freed"  # {"bytes"}: the ballast of an injected full disk was removed
+M_STANDBY_SPAWNED = "standby_spawned"  # {"standby", "pid"}: a hot spare was launched beside the job
+
+MARKERS = frozenset({M_FAILURE_INJECTED, M_CKPT_FAILED, M_DISK_FREED, M_STANDBY_SPAWNED})
+
+
+def category_of(kind: str) -> str | None:
+    """The category of a recovery phase, ``None`` for any other kind."""
+    return PHASE_CATEGORIES.get(kind)
+
+
+def recovery_facts(events: list[dict], phases: frozenset[str]) -> dict:
+    """What recovery did in a run, from its event log (for the summary); ``phases`` is the
+    set of phase kinds (``goodputlab.events.PHASES``, which includes this module's).
+
+    Keys: ``injected`` (failures injected, by mode), ``hang_detection_s`` (for each hang:
+    seconds from the last sign of progress to the watchdog's verdict),
+    ``straggler_s`` and ``straggler_steps`` (the time slowed steps added, and how many
+    step executions were slowed), ``ckpt_failed`` (saves that did not happen),
+    ``loader_rebuilds``, ``handovers`` (failures a hot spare took over) and
+    ``standby_startup_s`` (each activated spare's start-up, spent off the critical path).
+    """
+    injected: dict[str, int] = {}
+    hang_at: dict[int, float] = {}
+    detection: list[float] = []
+    straggle_s, straggle_steps = 0.0, 0
+    ckpt_failed = rebuilds = handovers = 0
+    standby_startup: list[float] = []
+    ordered = sorted(events, key=lambda e: e["t"])
+    phase_events = [e for e in ordered if e["kind"] in phases]
+    for cur, nxt in zip(phase_events, phase_events[1:]):
+        if cur["kind"] == W_STRAGGLE:
+            straggle_s += nxt["t"] - cur["t"]
+            straggle_steps += 1
+    for e in ordered:
+        kind = e["kind"]
+        if kind == M_FAILURE_INJECTED:
+            injected[e.get("mode", "?")] = injected.get(e.get("mode", "?"), 0) + 1
+        elif kind == SUP_HANG:
+            hang_at[e["attempt"]] = e["t"]
+        elif kind == "failure" and e["attempt"] in hang_at:
+            detection.append(e["t"] - hang_at.pop(e["attempt"]))
+        elif kind == M_CKPT_FAILED:
+            ckpt_failed += 1
+        elif kind == W_LOADER_REBUILD:
+            rebuilds += 1
+        elif kind == SUP_HANDOVER:
+            handovers += 1
+        elif kind == W_ACTIVATE and e.get("standby_startup_s") is not None:
+            standby_startup.append(float(e["standby_startup_s"]))
+    return {
+        "injected": injected,
+        "hang_detection_s": detection,
+        "straggler_s": straggle_s,
+        "straggler_steps": straggle_steps,
+        "ckpt_failed": ckpt_failed,
+        "loader_rebuilds": rebuilds,
+        "handovers": handovers,
+        "standby_startup_s": standby_startup,
+    }

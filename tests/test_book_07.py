@@ -1,0 +1,35 @@
+"""Chapter 7 runs real torchrun jobs of 2 gloo ranks and sets them beside the models."""
+
+import pytest
+
+from conftest import widget_views
+
+pytestmark = pytest.mark.notebooks
+
+CHAPTER = "book/07_scaling_out.ipynb"
+
+
+def test_chapter_7_the_same_work_on_one_and_two_ranks(executed_notebook):
+    _, m, _ = executed_notebook(CHAPTER)
+    assert m["two_world_size"] == 2 and m["two_launcher"] == "torchrun" and m["two_closes"] is True
+    assert m["same_steps"] == [m["steps"], m["steps"]]
+    one, two = [r for r in m["save_rows"] if r["ranks"] == 1], [r for r in m["save_rows"] if r["ranks"] == 2]
+    assert len(one) == 1 and one[0]["bytes"] is None and len(two) == 2
+    total = sum(r["bytes"] for r in two)
+    assert all(0.3 * total < r["bytes"] < 0.7 * total for r in two)  # each rank writes about half
+
+
+def test_chapter_7_failed_and_straggling_ranks(executed_notebook):
+    _, m, _ = executed_notebook(CHAPTER)
+    assert m["failing_completed"] is True and m["failing_closes"] is True and m["failures"] >= 1
+    assert m["bit_identical"] is True
+    assert 0.2 * m["straggler_steps"] < m["straggler_slowed_steps"] < 0.8 * m["straggler_steps"]
+    # the healthy rank waited at least about as long as the straggler was made slower (a causal bound, generously)
+    assert m["straggler_measured_s"] - m["straggler_floor_s"] > 0.5 * m["straggler_model_given_slowed_s"]
+    assert 0 < m["straggler_compute_share"] < 1 and 0 < m["straggler_model_share"] < 1
+    assert m["panel_ranks"][-1] == 16384
+
+
+def test_chapter_7_draws_its_charts(executed_notebook):
+    nb, _, _ = executed_notebook(CHAPTER)
+    assert len(widget_views(nb)) >= 7  # breakdown, save per rank, timeline, MTBF, ranks, straggler, panel

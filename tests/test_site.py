@@ -1,0 +1,201 @@
+"""The book as a website: `make book` builds it offline, and a real browser reads every page.
+
+The site is built once per session (as `make book` does, into a temporary folder), served on
+127.0.0.1, and opened in headless Chromium through Playwright. Every request the browser makes
+is routed through the test: anything that is not this server fails the test, so a page that
+would fetch a script, a font or MathJax from a CDN cannot pass.
+
+Needs Chromium (Debian's `chromium`; `.ci/run` installs it). Without it the browser tests are
+skipped, unless GOODPUTLAB_REQUIRE_BROWSER=1 (set by CI), where a missing browser is a failure.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "tools"))
+import launch_links  # noqa: E402
+
+pytestmark = pytest.mark.notebooks
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+# every chapter and lab page (the site picks them up by glob; so does this list)
+PAGES = [p.relative_to(ROOT).with_suffix("").as_posix() for p in launch_links.notebooks()]
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory) -> Path:
+    """Build the site the way `make book` does (same command, same warnings-as-errors)."""
+    out = tmp_path_factory.mktemp("site")
+    html = out / "html"
+    t = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", "-c", "book",
+         "-d", str(out / "doctrees"), ".", str(html)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, f"the site did not build:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    print(f"site built in {time.monotonic() - t:.1f} s")
+    return html
+
+
+def test_make_book_uses_the_same_command():
+    """The fixture above builds what `make book` builds: the Makefile's recipe is that command."""
+    recipe = subprocess.run(["make", "-n", "-C", str(ROOT), "--no-print-directory", "book", "SITE_STAMP="],
+                            capture_output=True, text=True, check=True).stdout
+    assert "sphinx-build -b html -q -W --keep-going -c book . book/_build/html" in recipe, recipe
+
+
+def test_site_has_every_chapter_and_lab(site):
+    assert (site / "index.html").read_text().count("book/index.html") >= 1
+    front = (site / "book" / "index.html").read_text()
+    for page in PAGES:
+        assert (site / f"{page}.html").exists(), f"{page} is not on the site"
+        href = os.path.relpath(site / f"{page}.html", site / "book").replace(os.sep, "/")
+        assert f'href="{href}"' in front, f"{page} is not in the table of contents"
+    assert (site / "search.html").exists() and (site / "searchindex.js").exists()
+
+
+def test_site_pages_launch_their_notebook(site):
+    """The theme's launch button and the chapter's own link open the same notebook (labpath=)."""
+    for page in PAGES:
+        html = (site / f"{page}.html").read_text()
+        want = launch_links.binder_url(f"{page}.ipynb").replace("&", "&amp;")
+        assert html.count(want) >= 1, f"{page}: no launch link to {want}"
+        assert "urlpath=" not in html, f"{page}: a launch link that does not use labpath="
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def served(site):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if CHROMIUM is None:
+        if os.environ.get("GOODPUTLAB_REQUIRE_BROWSER") == "1":
+            pytest.fail("GOODPUTLAB_REQUIRE_BROWSER=1 but no chromium on PATH")
+        pytest.skip("no chromium on PATH (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"],
+        )
+        yield b
+        b.close()
+
+
+class Visit:
+    """A browser page whose every request is checked: off-machine requests are aborted and
+    recorded, and so is any local request that fails (a missing script, image or font)."""
+
+    def __init__(self, browser):
+        self.page = browser.new_page(viewport={"width": 1280, "height": 900})
+        self.outside: list[str] = []
+        self.broken: list[str] = []
+        self.errors: list[str] = []
+        self.page.route("**/*", self._route)
+        self.page.on("response", lambda r: r.status >= 400 and self.broken.append(f"{r.status} {r.url}"))
+        self.page.on("requestfailed", lambda r: self.broken.append(f"failed {r.url}"))
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+
+    def _route(self, route):
+        url = route.request.url
+        parsed = urlparse(url)
+        if parsed.scheme in ("data", "blob", "about") or parsed.hostname in LOCAL_HOSTS:
+            route.continue_()
+        else:
+            self.outside.append(url)
+            route.abort()
+
+    def check(self):
+        assert not self.outside, f"requests left the machine: {self.outside}"
+        assert not self.broken, f"requests that failed: {self.broken}"
+        assert not self.errors, f"JavaScript errors: {self.errors}"
+
+
+def _static_figures(rel: str) -> int:
+    """How many outputs of the committed notebook carry a static image."""
+    nb = json.loads((ROOT / rel).read_text())
+    return sum(
+        1
+        for c in nb["cells"]
+        for o in c.get("outputs", []) or []
+        if {"image/png", "image/svg+xml"} & set(o.get("data", {}))
+    )
+
+
+def _has_math(rel: str) -> bool:
+    nb = json.loads((ROOT / rel).read_text())
+    return any(c["cell_type"] == "markdown" and "$" in "".join(c["source"]) for c in nb["cells"])
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_reads_offline(page, served, browser):
+    """The page loads, its figures are drawn, its math renders, and it needs nothing off the machine."""
+    v = Visit(browser)
+    v.page.goto(f"{served}/{page}.html", wait_until="load")
+    title = v.page.locator("article h1").first.inner_text()
+    assert title.strip(), "no title"
+    # figures: every static image of the committed outputs is on the page and drawn at a real size
+    want = _static_figures(f"{page}.ipynb")
+    drawn = v.page.evaluate(
+        """() => [...document.querySelectorAll('article .cell_output img, article .cell_output svg')]
+                 .filter(e => { const r = e.getBoundingClientRect();
+                                return r.width > 0 && r.height > 0 && (e.tagName !== 'IMG' || (e.complete && e.naturalWidth > 0)); })
+                 .length"""
+    )
+    assert want >= 1, f"{page}: no static figure in the committed notebook (tools/execute_notebooks.py)"
+    assert drawn >= want, f"{drawn} figures drawn, the notebook has {want}"
+    # no test plumbing on the page: the hidden cells are gone, the metrics never had a text form
+    text = v.page.inner_text("article")
+    assert "GOODPUTLAB_METRICS" not in text and "record_metrics" not in text and "GOODPUTLAB_SMOKE" not in text
+    assert "Error displaying widget" not in text
+    # math: MathJax (served by the site itself) typeset every formula, without an input error
+    if _has_math(f"{page}.ipynb"):
+        v.page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=30_000)
+        v.page.evaluate("() => MathJax.startup.promise")
+        assert v.page.locator("mjx-container").count() > 0, "no formula was typeset"
+        body = v.page.inner_text("article")
+        assert "Math input error" not in body and v.page.locator("mjx-merror").count() == 0, "a formula failed"
+    v.page.close()
+    v.check()
+
+
+def test_search_finds_a_chapter(served, browser):
+    v = Visit(browser)
+    v.page.goto(f"{served}/search.html?q=checkpoint", wait_until="load")
+    v.page.wait_for_selector("#search-results ul.search li", timeout=30_000)
+    hits = v.page.locator("#search-results ul.search li a").evaluate_all("as => as.map(a => a.getAttribute('href'))")
+    assert any("03_checkpoint_interval" in h for h in hits), hits
+    # the search box in the page header leads there too
+    v.page.goto(f"{served}/book/01_what_is_goodput.html", wait_until="load")
+    assert v.page.locator("form[action$='search.html'] input[name='q']").count() >= 1
+    v.page.close()
+    v.check()
