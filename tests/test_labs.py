@@ -31,7 +31,9 @@ from goodputlab import categories as C
 from goodputlab.engine.api import RunResult
 from goodputlab.engine.ledger import surviving_executions
 from goodputlab.experiments.interval_sweep import measure_timings
-from goodputlab.labs import CheckResult, Scoreboard, lab01, lab02, lab03, lab04, lab05, lab08, lab09, lab10
+from goodputlab.labs import (
+    CheckResult, Scoreboard, lab01, lab02, lab03, lab04, lab05, lab06, lab07, lab08, lab09, lab10,
+)
 from goodputlab.theory import optimal_ckpt_every, young_interval
 
 from conftest import ROOT
@@ -242,6 +244,88 @@ def _gradient_draws(draws: int = 1000, seed: int = 0):
     return small, (g.mean(1) ** 2).sum(-1)
 
 
+def lab06_cases() -> list[Case]:
+    runs = {name: rec(f"lab06-{name}") for name in lab06.RUNS}
+    ref = runs["reference"].summary["final_state_sha256"]
+    same = {n for n, r in runs.items() if n != "reference" and r.summary["final_state_sha256"] == ref}
+    assert same == {"cold"}, "the recordings no longer show what exercise 1 is about"
+    gaps = lab06.watched_gaps(runs["reference"])
+    first = sorted((e for e in runs["reference"].events if e["attempt"] == 0), key=lambda e: e["t"])
+    startup_gap = max(b["t"] - a["t"] for a, b in zip(first, first[1:]))
+    assert startup_gap > max(gaps), "the recording's longest gap is no longer in the start-up"
+    cold = runs["cold"]
+    k2f = lab06.kill_to_first_step_s(cold)
+    fails = [e for e in cold.events if e["kind"] == "failure"]
+    restore = [next(e for e in cold.events if e["attempt"] == f["attempt"] + 1 and e["kind"] == "restore")["t"] - f["t"]
+               for f in fails]
+    gain = lab06.spare_gain(1800, 30, 600, 60, 3 * 3600)
+    return [
+        Case(6, 1, lab06.check_same_model, args=(runs,), right={"cold"}, mistakes=[
+            ("adding rng: the random states look harmless", {"cold", "rng"}, "other random draws"),
+            ("adding optimizer: the weights seem to be all that matters", {"cold", "optimizer"}, "full-size steps"),
+            ("none: thinking no restarted run can match", set(), "a run is missing"),
+            ("a single name instead of a set", "cold", "a set of run names"),
+        ]),
+        Case(6, 2, lab06.check_longest_silence, args=(runs["reference"],), right=max(gaps), mistakes=[
+            ("including the start-up before the first compute", startup_gap, "armed at the first compute"),
+            ("the mean gap instead of the longest", sum(gaps) / len(gaps), "*longest*"),
+            ("answering in milliseconds", 1000 * max(gaps), "milliseconds"),
+        ]),
+        Case(6, 3, lab06.check_cold_restart_s, args=(cold,), right=sum(k2f) / len(k2f), mistakes=[
+            ("stopping at the restore (the ledger's restart bucket)", sum(restore) / len(restore), "stops at the restore"),
+            ("answering in milliseconds", 1000 * sum(k2f) / len(k2f), "milliseconds"),
+        ]),
+        Case(6, 4, lab06.check_spare_gain, right=gain, mistakes=[
+            ("using the first-order model instead of Daly's", lab06.spare_gain(1800, 30, 600, 60, 3 * 3600,
+                                                                              model=gl.theory.expected_goodput), "first-order"),
+            ("percentage points instead of a share", 100 * gain, "percentage points"),
+            ("the ratio of the goodputs", gl.daly_goodput(1800, 30, 60, 10800) / gl.daly_goodput(1800, 30, 600, 10800), "ratio"),
+            ("the goodput with the spare alone", gl.daly_goodput(1800, 30, 60, 10800), "subtract"),
+            ("the subtraction the wrong way round", -gain, "negative"),
+        ]),
+        Case(6, 5, lab06.check_no_restart_modes, right={"loader-death", "disk-full"}, mistakes=[
+            ("only loader-death", {"loader-death"}, "1 more mode"),
+            ("including hang", {"loader-death", "disk-full", "hang"}, "must be killed"),
+            ("including exception", {"loader-death", "disk-full", "exception"}, "exits with the error"),
+            ("a single name instead of a set", "loader-death", "a set of mode names"),
+        ]),
+    ]
+
+
+def lab07_cases() -> list[Case]:
+    r = rec("lab07-straggler")
+    b = r.buckets
+    wait = b[C.STRAGGLER_WAIT] / (b[C.STRAGGLER_WAIT] + b[C.PRODUCTIVE] + b[C.LOST_WORK])
+    q = 1 - 0.999 ** 1024
+    save = 2.0 + (140e9 / 64) / (20e9 / 64)
+    return [
+        Case(7, 1, lab07.check_interval_factor, right=0.25, mistakes=[
+            ("taking the interval as proportional to the MTBF (1/16)", 1 / 16, "square root"),
+            ("the interval growing with the GPUs (4)", 4.0, "*more* often"),
+        ]),
+        Case(7, 2, lab07.check_slowed_share, right=q, mistakes=[
+            ("adding the ranks' probabilities (k x p)", 1024 * 0.001, "adds the ranks' probabilities"),
+            ("the chance that every rank is on time", 0.999 ** 1024, "*every* rank is on time"),
+            ("one rank's share", 0.001, "one rank's share"),
+            ("a percentage instead of a share", 100 * q, "percentage"),
+        ]),
+        Case(7, 3, lab07.check_measured_wait_share, args=(r,), right=wait, mistakes=[
+            ("dividing by the wall time", b[C.STRAGGLER_WAIT] / r.summary["wall_s"], "wall time"),
+            ("dividing by the productive time alone", b[C.STRAGGLER_WAIT] / b[C.PRODUCTIVE], "productive time alone"),
+        ]),
+        Case(7, 4, lab07.check_sharded_save_s, right=save, mistakes=[
+            ("forgetting the fixed cost", save - 2.0, "fixed cost"),
+            ("every rank at its own 2 GB/s", 2.0 + 140e9 / 64 / 2e9, "own 2 GB/s path"),
+            ("one rank with the whole shared path", 2.0 + 140e9 / 64 / 20e9, "whole shared path"),
+            ("the whole state through one rank's path", 2.0 + 140e9 / 2e9, "whole state"),
+        ]),
+        Case(7, 5, lab07.check_late_batch, right="data_wait", mistakes=[
+            ("straggler_wait", "straggler_wait", "not slow at computing"),
+            ("sync_wait, the phase, instead of a category", "sync_wait", "not a ledger category"),
+        ]),
+    ]
+
+
 def lab08_cases() -> list[Case]:
     small, big = _gradient_draws()
     S, B = small.mean(), big.mean()
@@ -359,8 +443,8 @@ def lab10_cases() -> list[Case]:
     ]
 
 
-CASES = [c for make in (lab01_cases, lab02_cases, lab03_cases, lab04_cases, lab05_cases, lab08_cases, lab09_cases,
-                        lab10_cases)
+CASES = [c for make in (lab01_cases, lab02_cases, lab03_cases, lab04_cases, lab05_cases, lab06_cases, lab07_cases,
+                        lab08_cases, lab09_cases, lab10_cases)
          for c in make()]
 MISTAKES = [(c, m) for c in CASES for m in c.mistakes]
 
@@ -512,7 +596,7 @@ def test_scoreboard_counts():
 # --- the notebooks -------------------------------------------------------------------------------------------
 
 LABS = sorted(p.name for p in (ROOT / "labs").glob("[0-9][0-9]_*.ipynb"))
-CHECKS_PER_LAB = {"01": 4, "02": 5, "03": 5, "04": 5, "05": 4, "08": 4, "09": 5, "10": 5}
+CHECKS_PER_LAB = {"01": 4, "02": 5, "03": 5, "04": 5, "05": 4, "06": 5, "07": 5, "08": 4, "09": 5, "10": 5}
 
 
 def _cells(path) -> list[tuple[str, str]]:

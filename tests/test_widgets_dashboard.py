@@ -92,3 +92,29 @@ def test_the_chapters_panels_offer_recorded_runs_too(tmp_path):
     assert panel.history[-1][0].startswith("#1: ckpt 25, no failures")
     assert "recorded run 'no-failures'" in panel.controls.note.value
     assert not list(tmp_path.iterdir()), "nothing trained, nothing written"
+
+
+def test_the_recovery_levers_choose_the_costs_and_the_recording(dashboard):
+    """Chapter 6's levers: a failure mode (a full disk left out: it needs a file system of its own) and a hot
+    spare; the theory takes its costs from runs with the same levers, and recorded mode loads their recording."""
+    modes = dashboard.extra_levers["failure_mode"]
+    assert "hang" in modes.options and "disk-full" not in modes.options and modes.value == "kill"
+    cold = dashboard.prediction.goodput
+    dashboard.extra_levers["hot_spare"].value = True
+    assert "recorded run 'hot-spare-every-25'" in dashboard.prediction_line.value
+    assert dashboard.prediction.goodput > cold  # no new process after a failure
+    dashboard.extra_levers["hot_spare"].value = False
+    modes.value = "hang"
+    assert "recorded run 'hang-every-25'" in dashboard.prediction_line.value
+    assert "each hang adds the watchdog's 5 s" in dashboard.prediction_line.value
+    assert dashboard.prediction.goodput < cold  # the watchdog's timeout is paid at every hang
+    modes.value = "loader-death"  # needs loader workers: until there are some, no prediction, and why
+    assert dashboard.prediction is None and "workers" in dashboard.prediction_line.value
+    dashboard.workers.value = 2
+    assert "repaired in place" in dashboard.prediction_line.value and dashboard.prediction.failures == 0
+    dashboard.workers.value = 0
+    modes.value = "hang"
+    dashboard.controls.recorded.value = True
+    result = dashboard.run_once()
+    assert result.summary == gl.recorded_run("hang-every-25").summary
+    assert dashboard.history[-1][0] == "#1: sync every 25, MTBF 10s, depth 0, hang"

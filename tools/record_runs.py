@@ -39,6 +39,9 @@ STRATEGY = dict(model="small", batch_size=2, steps=120, ckpt_every=10, kill_at_s
                 seed=1, threads=1, restart_delay=0.1)
 # Chapter 5's pipeline: slow, jittery storage and a CPU transform; saves only at the end.
 PIPE = dict(steps=150, threads=1, seed=0, ckpt_every=0, io_latency_ms=45.0, io_jitter=0.5, transform_ms=10.0)
+# Chapter 6's recovery, Lab 6: the same job killed once at step 45, between two checkpoints (at step 40, a kill could
+# race the save that ends step 39); a hot spare takes over in the runs that leave a part out.
+RECOVERY = dict(steps=60, ckpt_every=10, kill_at_steps=[45], restart_delay=0.0, threads=1, seed=3, hot_spare=True)
 
 #: name -> (what it shows, chapters, settings for gl.run)
 RECORDINGS: dict[str, tuple[str, tuple[int, ...], dict]] = {
@@ -54,6 +57,10 @@ RECORDINGS: dict[str, tuple[str, tuple[int, ...], dict]] = {
                      dict(DASH, ckpt="dcp", ckpt_every=25, mtbf=10.0, steps=200)),
     "memory-every-25": ("memory saves every 25 steps, random failures (MTBF 10 s), a shorter run", (4,),
                         dict(DASH, ckpt="memory", ckpt_every=25, mtbf=10.0, steps=200)),
+    "hot-spare-every-25": ("a hot spare takes over at each failure; sync saves every 25 steps, MTBF 10 s", (6,),
+                           dict(DASH, ckpt_every=25, mtbf=10.0, hot_spare=True)),
+    "hang-every-25": ("every failure a hang, found by the watchdog; sync saves every 25 steps, MTBF 10 s", (6,),
+                      dict(DASH, ckpt_every=25, mtbf=10.0, failure_mode="hang")),
     "deep-pipeline": ("2 loader workers x prefetch 4 against 40 ms storage, random failures (MTBF 10 s)", (5,),
                       dict(DASH, ckpt_every=25, mtbf=10.0, workers=2, prefetch=4, io_latency_ms=40.0)),
     "strategy-sync": ("chapter 4: sync saves, killed at steps 45 and 95", (4,), dict(STRATEGY, ckpt="sync")),
@@ -64,6 +71,19 @@ RECORDINGS: dict[str, tuple[str, tuple[int, ...], dict]] = {
     "pipeline-0-workers": ("chapter 5: the loop loads every batch itself", (5,), dict(PIPE, workers=0)),
     "pipeline-2x1": ("chapter 5: 2 workers, each one batch ahead", (5,), dict(PIPE, workers=2, prefetch=1)),
     "pipeline-4x4": ("chapter 5: 4 workers, each 4 batches ahead", (5,), dict(PIPE, workers=4, prefetch=4)),
+    "lab06-reference": ("chapter 6: the recovery lab's job without failures", (6,),
+                        dict(RECOVERY, kill_at_steps=[], hot_spare=False)),
+    "lab06-optimizer": ("chapter 6: killed at step 45, checkpoints without the optimizer's state; a hot spare", (6,),
+                        dict(RECOVERY, ckpt_omit=["optimizer"])),
+    "lab06-data": ("chapter 6: killed at step 45, checkpoints without the data position; a hot spare", (6,),
+                   dict(RECOVERY, ckpt_omit=["data"])),
+    "lab06-rng": ("chapter 6: killed at step 45, checkpoints without the RNG states; a hot spare", (6,),
+                  dict(RECOVERY, ckpt_omit=["rng"])),
+    "lab06-cold": ("chapter 6: killed at step 45, complete checkpoints, a cold restart", (6,),
+                   dict(RECOVERY, hot_spare=False)),
+    "lab07-straggler": ("chapter 7: two ranks under torchrun, rank 1 three times as slow on half its steps", (7,),
+                        dict(nproc=2, steps=60, ckpt_every=20, model="tiny", seed=0, restart_delay=0.0, threads=1,
+                             straggler_rank=1, straggler_factor=3.0, straggler_prob=0.5)),
 }
 
 

@@ -151,7 +151,10 @@ _DISTANCES = {
     "steps": lambda a, b: 0.3 * _log_gap(a, b, 1.0),
     "kill_at_steps": lambda a, b: 0.0 if tuple(a) == tuple(b) else 0.2,
 }
-#: Settings the recovery work adds (hot spares, failure modes): compared when both sides have them.
+#: Settings that change what a run is (recovery: hot spares, failure modes, parts left out of checkpoints;
+#: scaling out: ranks and stragglers): a recording that differs in one is far away.
+_EXTRA = ("hot_spare", "hot_spares", "failure_mode", "hang_timeout", "ckpt_omit", "nproc", "nnodes",
+          "straggler_prob", "straggler_factor", "straggler_rank")
 _EXTRA_DISTANCE = 2.0
 
 
@@ -166,7 +169,7 @@ def _differences(wanted: Mapping[str, Any], have: Mapping[str, Any]) -> dict[str
                 gaps[name] = _DISTANCES[name](a, b)
             except TypeError:  # None against a number (prefetch, batch size)
                 gaps[name] = 0.3
-        elif name in ("hot_spare", "hot_spares", "failure_mode"):
+        elif name in _EXTRA:
             gaps[name] = _EXTRA_DISTANCE
     return gaps
 

@@ -81,6 +81,27 @@ def _lever_for(name: str, field: dataclasses.Field, style: dict, layout: W.Layou
     return W.Text(value=str(default), description=label, style=style, layout=layout)
 
 
+def _failure_mode_in_the_model(config: RunConfig, timings, mtbf: float):
+    """The lab model's inputs for the run's failure mode: ``(timings, mtbf_s, a note)``.
+
+    A hang is found only after the watchdog's timeout, a silence the measured phase costs do not hold:
+    it comes before each relaunch. A failure the process survives (a loader rebuilt in place) loses
+    no work and launches nothing: the model sees no failures, and the note says so.
+    """
+    mode = getattr(config, "failure_mode", None)
+    if mode is None or mtbf == math.inf:
+        return timings, mtbf, ""
+    from ..recovery.modes import MODES
+
+    if not MODES[mode].fatal:
+        return timings, math.inf, f"; a {mode} is repaired in place: the model counts no restarts"
+    timeout = config.resolved_hang_timeout() if mode == "hang" else None
+    if timeout:
+        timings = dataclasses.replace(timings, relaunch_delay_s=timings.relaunch_delay_s + timeout)
+        return timings, mtbf, f"; each hang adds the watchdog's {timeout:g} s"
+    return timings, mtbf, ""
+
+
 class WorkshopDashboard:
     """Levers, Run, live charts and the theory beside them, for a room of participants.
 
@@ -207,14 +228,15 @@ class WorkshopDashboard:
         timings = dataclasses.replace(timings, data_wait_s=stall.wait_per_step_s)
         every = config.ckpt_every if isinstance(config.ckpt_every, int) else 0
         mtbf = config.mtbf if config.mtbf > 0 else math.inf
+        timings, mtbf, mode_note = _failure_mode_in_the_model(config, timings, mtbf)
         self.prediction = predict_run(timings, config.steps, every, mtbf)
         self.prediction_source = source
         p = self.prediction
         self.prediction_line.value = (
             f"<div style='font-size:1.1em'>theory predicts <span style='font-size:1.5em;font-weight:bold'>"
             f"{p.goodput:.1%}</span> <span style='color:#666'>&plusmn; {p.goodput_sd:.1%} for one run, "
-            f"{p.failures:.1f} failures expected (lab model; costs measured on {source}, data wait from the stall model)"
-            f"</span></div>"
+            f"{p.failures:.1f} failures expected (lab model; costs measured on {source}, data wait from the stall model"
+            f"{mode_note})</span></div>"
         )
         if self.result is not None:
             self._draw_breakdown()
