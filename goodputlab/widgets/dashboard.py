@@ -32,7 +32,7 @@ from ..experiments.data_stall import predict_stall_for
 from ..experiments.interval_sweep import measure_timings
 from ..theory.data_stall import Calibration
 from ..theory.lab_model import RunPrediction, predict_run
-from .common import RunControls, big_number, chart_widget, set_big_number
+from .common import RunControls, big_number, chart_widget, set_big_number, show_panel
 
 #: The data-stall model's constants where a run does not measure them: reading a batch from memory
 #: in the loop (R) and handing one over from a worker process (H), seconds (chapter 5, 2-core machine).
@@ -295,6 +295,4 @@ class WorkshopDashboard:
         }
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        show_panel(self.widget)
