@@ -1,6 +1,8 @@
-# goodputlab: `make lab` opens the book, `make test` runs every test.
-# Both create .venv and install into it on first use: `make lab` only what the book
-# needs (the `book` extra), `make test` the test tools as well (the `test` extra).
+# goodputlab: `make lab` opens the book, `make test` runs every test, `make dashboard` serves
+# the workshop dashboard, `make figures` writes every chapter's charts for slides.
+# They create .venv and install into it on first use: `make lab` only what the book
+# needs (the `book` extra), `make dashboard` Voila too (the `workshop` extra), `make test`
+# the test tools as well (the `test` extra).
 #
 # Which torch: TORCH=auto (default) installs a CUDA build where `nvidia-smi -L`
 # finds a GPU and the CPU build everywhere else (constraints/cpu.txt, plus the
@@ -27,10 +29,20 @@ else
 endif
 
 BOOK_STAMP := $(VENV)/.installed-$(TORCH_BUILD)-book
+WORKSHOP_STAMP := $(VENV)/.installed-$(TORCH_BUILD)-workshop
 TEST_STAMP := $(VENV)/.installed-$(TORCH_BUILD)-test
 SITE_STAMP := $(VENV)/.installed-$(TORCH_BUILD)-site
-comma_book_test := book,test
+comma_book_workshop := book,workshop
+comma_book_test := book,test,workshop
 comma_book_site := book,site
+# the workshop dashboard: Voila serves it as a web app (code hidden); DASHBOARD_ARGS adds Voila flags
+# (--no-browser --port=8866 --Voila.ip=0.0.0.0 on a cloud machine); RECORDED=1 starts with recorded runs
+DASHBOARD ?= labs/dashboard.ipynb
+DASHBOARD_ARGS ?=
+RECORDED ?=
+# make figures: every chapter's charts as SVG and PNG; FULL=1 runs the chapters at full size (slower)
+FIGURES ?= figures
+FULL ?=
 # the website: Sphinx reads the repository root with book/conf.py, so book/ and labs/ keep their paths
 SITE_DIR ?= book/_build/html
 SPHINXOPTS ?= -q -W --keep-going
@@ -38,11 +50,13 @@ PORT ?= 8000
 # JupyterLab settings for the book (no news feed: it needs the network and covers the notebook)
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
 
-.PHONY: lab test install test-fast notebooks bench book book-serve clean help
+.PHONY: lab test install test-fast notebooks bench book book-serve clean help dashboard figures
 
 help:
 	@echo "make lab        - set up .venv (book only) and open chapter 1 in JupyterLab (about 1 min the first time)"
 	@echo "                  CHAPTER=labs/01_where_did_the_time_go.ipynb opens another notebook"
+	@echo "make dashboard  - serve the workshop dashboard (labs/dashboard.ipynb) with Voila; RECORDED=1: recorded runs"
+	@echo "make figures    - every chapter's charts as SVG and PNG in figures/ (FULL=1: full-size runs)"
 	@echo "make test       - set up .venv (book and test tools) and run the whole suite (about 16 min on 2 cores)"
 	@echo "make test-fast  - the package's tests without the notebooks (about 8 min on 2 cores)"
 	@echo "make notebooks  - execute every chapter and lab at full size, in place (NB=path for one)"
@@ -84,10 +98,14 @@ $(BOOK_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json $(PINNED
 	$(call pip_install,book)
 	@touch $@
 
-# the test tools include the book's dependencies, so a test install serves the book too
+$(WORKSHOP_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json $(PINNED) | $(BIN)/python
+	$(call pip_install,$(comma_book_workshop))
+	@touch $@ $(BOOK_STAMP)
+
+# the test tools include the book's, the workshop's and the website's dependencies, so a test install serves all three
 $(TEST_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json $(PINNED) | $(BIN)/python
 	$(call pip_install,$(comma_book_test))
-	@touch $@ $(BOOK_STAMP) $(SITE_STAMP)
+	@touch $@ $(BOOK_STAMP) $(WORKSHOP_STAMP) $(SITE_STAMP)
 
 # the website's tools (Sphinx, MyST-NB, the book theme, MathJax served locally); the test tools include them
 $(SITE_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json $(PINNED) | $(BIN)/python
@@ -99,6 +117,17 @@ install: $(TEST_STAMP)
 # The server's root is the repository, so book/, labs/ and docs/ are all reachable; CHAPTER opens first.
 lab: $(BOOK_STAMP)
 	$(BIN)/jupyter lab $(ALLOW_ROOT) --ServerApp.root_dir=$(LAB_ROOT) --LabApp.default_url=/lab/tree/$(CHAPTER) $(LAB_ARGS)
+
+# The workshop dashboard as a web app: Voila runs labs/dashboard.ipynb and shows its widgets, not its code.
+# Nothing it serves comes from the network (the chart JavaScript comes from vl-convert).
+dashboard: $(WORKSHOP_STAMP)
+	GOODPUTLAB_RECORDED=$(if $(RECORDED),1,0) JUPYTER_PATH=$(CURDIR)/labs/jupyter$(if $(JUPYTER_PATH),:$(JUPYTER_PATH)) \
+	  $(BIN)/voila --template=goodputlab --strip_sources=True --VoilaConfiguration.show_tracebacks=True \
+	  $(DASHBOARD) $(DASHBOARD_ARGS)
+
+# Every chapter's charts as SVG and PNG in $(FIGURES)/, for slides (SMOKE sizes unless FULL=1).
+figures: $(BOOK_STAMP)
+	$(BIN)/python tools/make_figures.py --out $(FIGURES) $(if $(FULL),--full) book/*.ipynb
 
 # Everything: unit and end-to-end tests, every notebook under papermill, nbval on the committed notebooks.
 test: $(TEST_STAMP)

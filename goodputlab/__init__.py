@@ -17,6 +17,8 @@ Running and reading runs:
 - :class:`ConfigError`: a bad value; names the field, the value and what is allowed.
 - :func:`measure_timings`: a run's phase costs read from its event log (:class:`RunTimings`).
 - :class:`Recorder`: records any training loop (your own) into the same event log and ledger.
+- :func:`recorded_run`, :func:`recorded_runs`: real runs that ship with the package, read back as a
+  :class:`RunResult` without training (for slow machines and phones).
 
 The theory (all of it in :mod:`goodputlab.theory`; the ones the chapters use most here):
 
@@ -57,6 +59,8 @@ _API: dict[str, tuple[str, str | None]] = {
     "ConfigError": (".errors", "ConfigError"),
     "measure_timings": (".experiments.interval_sweep", "measure_timings"),
     "Recorder": (".engine.recorder", "Recorder"),
+    "recorded_run": (".engine.recorded", "recorded_run"),
+    "recorded_runs": (".engine.recorded", "recorded_runs"),
     # the theory
     "young_interval": (".theory", "young_interval"),
     "daly_interval": (".theory", "daly_interval"),

@@ -192,6 +192,10 @@ def test_search_finds_a_chapter(served, browser):
     v = Visit(browser)
     v.page.goto(f"{served}/search.html?q=checkpoint", wait_until="load")
     v.page.wait_for_selector("#search-results ul.search li", timeout=30_000)
+    # the search page fetches every hit's page for its summary, one after the other, and says so when it is done:
+    # leaving before that aborts the fetches still under way (the more pages match, the longer it takes)
+    v.page.wait_for_function("() => /found/i.test(document.querySelector('#search-results .search-summary')?.textContent || '')",
+                             timeout=30_000)
     hits = v.page.locator("#search-results ul.search li a").evaluate_all("as => as.map(a => a.getAttribute('href'))")
     assert any("03_checkpoint_interval" in h for h in hits), hits
     # the search box in the page header leads there too

@@ -12,7 +12,8 @@ places that run no kernel. The run charts (:func:`timeline`, :func:`breakdown`,
 from __future__ import annotations
 
 from . import (
-    capstone, checkpoints, cluster, durability, efficiency, pipeline, recovery, restarts, runs, scaling, serving, theory,
+    capstone, checkpoints, cluster, durability, efficiency, figures, pipeline, recovery, restarts, runs, scaling, serving,
+    theory,
 )
 from .base import CATEGORY_SCALE, save_png, setup_notebook
 from .runs import breakdown, loss_curve, timeline
@@ -25,6 +26,7 @@ __all__ = [
     "cluster",
     "durability",
     "efficiency",
+    "figures",
     "loss_curve",
     "pipeline",
     "recovery",

@@ -18,12 +18,18 @@ CATEGORY_SCALE = alt.Scale(domain=list(CATEGORIES), range=[COLORS[c] for c in CA
 
 def setup_notebook() -> None:
     """Draw charts offline in Jupyter: a live chart (Altair's ``jupyter`` renderer with vl-convert's
-    JavaScript) that also carries a static PNG for places without a kernel (:mod:`.static`)."""
+    JavaScript) that also carries a static PNG for places without a kernel (:mod:`.static`).
+
+    With ``GOODPUTLAB_FIGURES`` set (``make figures``), every chart shown is also written as SVG
+    and PNG (:mod:`goodputlab.charts.figures`).
+    """
     from . import static
+    from .figures import enable_from_environment
 
     if "goodputlab" not in alt.renderers.names():
         alt.renderers.register("goodputlab", static.render)
     alt.renderers.enable("goodputlab")
+    enable_from_environment()
 
 
 def save_png(chart: alt.TopLevelMixin, path, scale: float = 2.0) -> None:

@@ -1,13 +1,23 @@
-"""What every lab's checks share: a check's result, and the scoreboard that collects them.
+"""What every lab's checks share: a check's result, the scoreboard, reading an answer, and the lab's runs.
 
 A check never raises on a wrong or missing answer: the lab notebook runs top to
 bottom either way, and the :class:`Scoreboard` at the end says what is done.
+Every check is written as a function of a non-empty answer and wrapped in
+:func:`check`, which answers ``None`` (the starter's answer) with the exercise's
+hint and turns an answer it cannot read (a string for a number, a list for a
+set...) into a friendly line instead of a traceback.
+
+Feedback says what was expected (the unit, the kind of answer), what looks wrong
+and a hint; it never prints the right answer of a check that has not passed.
 """
 
 from __future__ import annotations
 
+import functools
+import math
+import numbers
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Iterable
 
 
 @dataclass
@@ -30,6 +40,107 @@ def unanswered(name: str, hint: str) -> CheckResult:
     return CheckResult(name, False, f"no answer yet ({hint})")
 
 
+class AnswerError(ValueError):
+    """An answer of the wrong kind (text for a number, a fraction for a whole number...): its message is the feedback."""
+
+
+def check(name: str, hint: str) -> Callable:
+    """Make ``fn(answer, ...) -> CheckResult`` a check that never raises.
+
+    ``None`` gets "no answer yet" with ``hint``; an :class:`AnswerError` (raised by the
+    readers below) becomes a "not yet" with its message; any other exception a "not yet"
+    that says the answer could not be checked, with the hint.
+    """
+
+    def wrap(fn: Callable[..., CheckResult]) -> Callable[..., CheckResult]:
+        @functools.wraps(fn)
+        def checked(answer: Any, *args: Any, **kwargs: Any) -> CheckResult:
+            if answer is None:
+                return unanswered(name, hint)
+            try:
+                return fn(answer, *args, **kwargs)
+            except AnswerError as e:
+                return CheckResult(name, False, str(e))
+            except Exception as e:  # a check must not stop the notebook
+                return CheckResult(name, False, f"could not check {answer!r} ({type(e).__name__}: {e}); {hint}")
+
+        checked.check_name = name  # type: ignore[attr-defined]
+        checked.hint = hint  # type: ignore[attr-defined]
+        return checked
+
+    return wrap
+
+
+# --- reading answers ------------------------------------------------------------------------------------
+
+
+def _kind(answer: Any) -> str:
+    return type(answer).__name__
+
+
+def as_number(answer: Any, what: str) -> float:
+    """``answer`` as a float (int, float, numpy number); :class:`AnswerError` for anything else."""
+    if isinstance(answer, bool) or not isinstance(answer, numbers.Real):
+        raise AnswerError(f"expected a number ({what}), got {answer!r} (a {_kind(answer)})")
+    value = float(answer)
+    if not math.isfinite(value):
+        raise AnswerError(f"expected a finite number ({what}), got {value}")
+    return value
+
+
+def as_whole(answer: Any, what: str, lo: int | None = None, hi: int | None = None) -> int:
+    """``answer`` as an int (a float must be whole); :class:`AnswerError` outside ``lo..hi``."""
+    value = as_number(answer, what)
+    if value != int(value):
+        raise AnswerError(f"expected a whole number ({what}), got {value:g}: round it the way the question asks")
+    value = int(value)
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise AnswerError(f"{value} is outside {lo}..{hi} ({what})")
+    return value
+
+
+def as_share(answer: Any, what: str) -> float:
+    """A share between 0 and 1; a percentage (between 1 and 100) gets its own hint."""
+    value = as_number(answer, what)
+    if 1 < value <= 100:
+        raise AnswerError(f"{value:g} looks like a percentage: give {what} as a share between 0 and 1")
+    if not 0 <= value <= 1:
+        raise AnswerError(f"{value:g} is not a share between 0 and 1 ({what})")
+    return value
+
+
+def as_choice(answer: Any, choices: Iterable[str], what: str) -> str:
+    """One of ``choices`` (case and surrounding spaces ignored)."""
+    choices = list(choices)
+    if not isinstance(answer, str):
+        raise AnswerError(f"expected one of {', '.join(map(repr, choices))} ({what}), got {answer!r} (a {_kind(answer)})")
+    value = answer.strip().lower()
+    if value not in choices:
+        raise AnswerError(f"{answer!r} is not one of {', '.join(map(repr, choices))} ({what})")
+    return value
+
+
+def near(answer: float, expected: float, rel: float, abs_tol: float = 1e-12) -> bool:
+    """Whether ``answer`` is within ``rel`` of ``expected`` (relative), or ``abs_tol``."""
+    return math.isclose(answer, expected, rel_tol=rel, abs_tol=abs_tol)
+
+
+def diagnose(answer: float, mistakes: Iterable[tuple[float, str]], rel: float) -> str | None:
+    """The feedback of the first known mistake whose value ``answer`` is near; None if none."""
+    for value, message in mistakes:
+        if value is not None and math.isfinite(value) and near(answer, value, rel):
+            return message
+    return None
+
+
+def direction(answer: float, expected: float) -> str:
+    """"too high" or "too low": a hint that does not give the answer away."""
+    return "too high" if answer > expected else "too low"
+
+
+# --- the scoreboard -------------------------------------------------------------------------------------
+
+
 @dataclass
 class Scoreboard:
     """Collects a lab's check results; ``metrics()`` feeds ``record_metrics``."""
@@ -50,3 +161,29 @@ class Scoreboard:
     def _repr_html_(self) -> str:
         rows = "".join(r._repr_html_() for r in self.results.values())
         return f"<div><b>{self.passed} of {len(self.results)} checks passed</b>{rows}</div>"
+
+
+# --- the lab's runs: real, or recorded --------------------------------------------------------------------
+
+
+def lab_run(name: str, recorded: bool = False, **changes: Any):
+    """The lab's run ``name``: the recording that ships with the package when ``recorded`` is true,
+    otherwise a real run with the recording's settings (``changes`` applied, e.g. fewer steps).
+
+    Returns a :class:`~goodputlab.engine.api.RunResult` either way, so every check works on both.
+    """
+    from ..engine.api import run
+    from ..engine.recorded import recorded_run, recorded_runs
+
+    recording = recorded_runs()[name] if name in recorded_runs() else None
+    if recording is None:
+        recorded_run(name)  # raises ConfigError naming the runs there are
+    if recorded:
+        result = recorded_run(name)
+        machine = recording.machine
+        print(f"recorded run {name!r}: {recording.title} (recorded on {machine.get('cores', '?')} cores, "
+              f"torch {machine.get('torch', '?')}, {machine.get('date', '?')})")
+        return result
+    settings = {k: tuple(v) if isinstance(v, list) else v for k, v in {**recording.settings, **changes}.items()}
+    print(f"running {name!r}: {recording.title}" + (f" (changed: {changes})" if changes else ""))
+    return run(**settings)

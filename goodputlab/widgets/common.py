@@ -194,11 +194,15 @@ def models_that_fit(models, available_bytes: int | None = None) -> tuple[list[st
 class RunControls:
     """The Run button, progress bar and status line of a panel that starts real runs."""
 
-    def __init__(self, steps: int):
+    def __init__(self, steps: int, recorded: bool = False):
         self.button = W.Button(description="Run", button_style="primary", icon="play")
         self.progress = W.IntProgress(value=0, min=0, max=steps, description="steps")
         self.status = W.Label(value="")
-        self.widget = W.HBox([self.button, self.progress, self.status])
+        # a slow machine, Binder or a phone: load the recorded run nearest to the controls instead
+        self.recorded = W.Checkbox(value=recorded, description="recorded runs (no training)", indent=False,
+                                   layout=W.Layout(width="200px"))
+        self.note = W.HTML(value="")
+        self.widget = W.VBox([W.HBox([self.button, self.recorded, self.progress, self.status]), self.note])
 
     def on_progress(self, p) -> None:
         """Follow a run (a :class:`goodputlab.engine.supervisor.Progress`): the bar falls back after a failure."""
@@ -207,6 +211,9 @@ class RunControls:
 
     def run(self, make_config: Callable, out: Path):
         """Build the config and run it with the button disabled; ``(config, result)``, or None on bad input.
+
+        With the ``recorded`` box ticked nothing trains: the recorded run nearest to the
+        config is loaded instead (:meth:`load_recorded`), and ``config`` is the recording's.
 
         A bad combination of controls is reported in the status line, not raised:
         it comes from a reader moving sliders, not from a bug.
@@ -218,6 +225,9 @@ class RunControls:
         except ConfigError as e:
             self.status.value = f"not run: {e}"
             return None
+        if self.recorded.value:
+            return self.load_recorded(config)
+        self.note.value = ""
         self.button.disabled = True
         self.progress.value = 0
         self.status.value = "starting..."
@@ -226,3 +236,13 @@ class RunControls:
         finally:
             self.button.disabled = False
         return config, result
+
+    def load_recorded(self, config):
+        """The recorded run nearest to ``config``: ``(its config, its result)``; the note says how it differs."""
+        from ..engine.recorded import nearest_recorded, recorded_run
+
+        nearest = nearest_recorded(config)
+        result = recorded_run(nearest.name)
+        self.progress.value = min(self.progress.max, result.summary["steps_completed"])
+        self.note.value = f"<i>{nearest.describe()}</i>"
+        return result.config, result
