@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from goodputlab.engine.events import read_events  # noqa: E402
+from goodputlab.experiments.recovery import kill_to_first_step, restore_times as restores  # noqa: E402
 
 
 def cli() -> list[str]:
@@ -64,38 +65,6 @@ def run(out: Path, *flags: str) -> tuple[dict, list[dict]]:
     if r.returncode != 0:
         raise SystemExit(f"goodputlab run {' '.join(flags)} failed ({r.returncode}):\n{r.stderr[-2000:]}")
     return json.loads(r.stdout), read_events(out / "events.jsonl")
-
-
-def kill_to_first_step(events: list[dict]) -> list[dict]:
-    """For each failure: seconds to the next attempt's first compute, and how the time was spent."""
-    rows = []
-    for f in (e for e in events if e["kind"] == "failure"):
-        nxt = [e for e in events if e["attempt"] == f["attempt"] + 1]
-        first = next((e for e in nxt if e["kind"] == "compute"), None)
-        if first is None:
-            continue
-        restore = next((e for e in nxt if e["kind"] == "restore"), None)
-        after_restore = next((e for e in nxt if restore and e["t"] > restore["t"] and e["kind"] == "warmup"), None)
-        act = next((e for e in nxt if e["kind"] == "activate"), None)
-        rows.append({
-            "seconds": first["t"] - f["t"],
-            "restore_s": (after_restore["t"] - restore["t"]) if restore and after_restore else 0.0,
-            "spare_ready": bool(act and act.get("standby_ready")),
-        })
-    return rows
-
-
-def restores(events: list[dict]) -> list[dict]:
-    """Each restore phase: seconds, and where the state came from."""
-    rows = []
-    for i, e in enumerate(events):
-        if e["kind"] != "restore":
-            continue
-        end = next((x for x in events[i + 1:] if x["attempt"] == e["attempt"] and x["kind"] in ("warmup", "compute")), None)
-        src = next((x for x in events[i + 1:] if x["attempt"] == e["attempt"] and x["kind"] == "restored"), None)
-        if end is not None and src is not None:
-            rows.append({"seconds": end["t"] - e["t"], "source": src["source"], "step": src["ckpt_step"]})
-    return rows
 
 
 def hot_vs_cold(work: Path, quick: bool) -> dict:

@@ -93,24 +93,31 @@ def mode_runs(base: RunConfig, modes, out_root: str | Path, progress=False, **pe
     }
 
 
-def kill_to_first_step(result: RunResult) -> list[dict[str, Any]]:
-    """For each failure of a run: ``{"seconds", "spare_ready"}``, the seconds from the failure to the next
-    worker's first computed step, and whether a hot spare was ready when it came."""
-    events = result.events
+def kill_to_first_step(result: RunResult | list[dict]) -> list[dict[str, Any]]:
+    """For each failure of a run (a RunResult or its events): ``{"seconds", "restore_s", "spare_ready"}``,
+    the seconds from the failure to the next worker's first computed step, the restore's share of
+    them, and whether a hot spare was ready when it came."""
+    events = getattr(result, "events", result)
     rows = []
     for f in (e for e in events if e["kind"] == "failure"):
         nxt = [e for e in events if e["attempt"] == f["attempt"] + 1]
         first = next((e for e in nxt if e["kind"] == "compute"), None)
         if first is None:
             continue
+        restore = next((e for e in nxt if e["kind"] == "restore"), None)
+        after_restore = next((e for e in nxt if restore and e["t"] > restore["t"] and e["kind"] == "warmup"), None)
         act = next((e for e in nxt if e["kind"] == "activate"), None)
-        rows.append({"seconds": first["t"] - f["t"], "spare_ready": bool(act and act.get("standby_ready"))})
+        rows.append({
+            "seconds": first["t"] - f["t"],
+            "restore_s": (after_restore["t"] - restore["t"]) if restore and after_restore else 0.0,
+            "spare_ready": bool(act and act.get("standby_ready")),
+        })
     return rows
 
 
-def restore_times(result: RunResult) -> list[dict[str, Any]]:
-    """Each restore phase of a run: ``{"seconds", "source", "step"}``."""
-    events = result.events
+def restore_times(result: RunResult | list[dict]) -> list[dict[str, Any]]:
+    """Each restore phase of a run (a RunResult or its events): ``{"seconds", "source", "step"}``."""
+    events = getattr(result, "events", result)
     rows = []
     for i, e in enumerate(events):
         if e["kind"] != "restore":
