@@ -4,6 +4,7 @@ and the display of a panel with a static figure of itself (:func:`show_panel`)."
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Callable
 
@@ -110,6 +111,14 @@ def show_panel(widget: W.Widget) -> None:
     from IPython.display import display
 
     display(PanelView(widget))
+
+
+def forget_old_runs(history: list, size: int, out_root: Path) -> list:
+    """Keep a panel's newest ``size`` runs: delete the folders (``run-001``, ...) of the older ones
+    and return the shortened history."""
+    for i in range(1, len(history) - size + 1):
+        shutil.rmtree(out_root / f"run-{i:03d}", ignore_errors=True)
+    return history[-size:]
 
 
 def big_number(label: str) -> W.HTML:

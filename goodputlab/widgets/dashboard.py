@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from ..experiments.data_stall import predict_stall_for
 from ..experiments.interval_sweep import measure_timings
 from ..theory.data_stall import Calibration
 from ..theory.lab_model import RunPrediction, predict_run
-from .common import RunControls, big_number, chart_widget, set_big_number, show_panel
+from .common import RunControls, big_number, chart_widget, forget_old_runs, set_big_number, show_panel
 
 #: The data-stall model's constants where a run does not measure them: reading a batch from memory
 #: in the loop (R) and handing one over from a worker process (H), seconds (chapter 5, 2-core machine).
@@ -259,10 +258,7 @@ class WorkshopDashboard:
         return result
 
     def _forget_old_runs(self) -> None:
-        keep = len(self.history) - self.history_size
-        for i in range(1, keep + 1):
-            shutil.rmtree(self.out_root / f"run-{i:03d}", ignore_errors=True)
-        self.history = self.history[-self.history_size:]
+        self.history = forget_old_runs(self.history, self.history_size, self.out_root)
 
     def _draw_breakdown(self) -> None:
         rows = []

@@ -3,7 +3,6 @@ a Run button that runs a short real experiment, and charts that redraw."""
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import ipywidgets as W
 from .. import charts
 from ..engine.api import RunResult
 from ..engine.config import RunConfig
-from .common import RunControls, big_number, chart_widget, set_big_number, show_panel
+from .common import RunControls, big_number, chart_widget, forget_old_runs, set_big_number, show_panel
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=680, height=60)
 
@@ -103,10 +102,7 @@ class RunPanel:
 
 
     def _forget_old_runs(self) -> None:
-        keep = len(self.history) - self.history_size
-        for i in range(1, keep + 1):
-            shutil.rmtree(self.out_root / f"run-{i:03d}", ignore_errors=True)
-        self.history = self.history[-self.history_size :]
+        self.history = forget_old_runs(self.history, self.history_size, self.out_root)
 
     def redraw(self) -> None:
         """Headline, timeline and the comparison of recent runs, from ``self.result``."""
