@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, Iterable, Mapping
 
 import altair as alt
@@ -55,11 +57,15 @@ def ratio_chart(rows: Iterable[Mapping[str, Any]], width: int = 420) -> alt.Char
     data = [{"ratio": r["ratio"], "where": where, "value": r[key]}
             for r in rows if r["ratio"] != "goodput at that interval"
             for where, key in (("lab (measured)", "lab"), ("cluster (model)", "cluster"))]
+    # a log scale has no zero for a bar to start from: the bars start at the decade below the smallest ratio
+    values = [d["value"] for d in data if d["value"] > 0] or [1.0]
+    lo, hi = 10.0 ** math.floor(math.log10(min(values))), 10.0 ** math.ceil(math.log10(max(values)))
     return (
         alt.Chart(alt.InlineData(values=data))
         .mark_bar()
         .encode(
-            x=alt.X("value:Q", scale=alt.Scale(type="log"), title="ratio to the job's MTBF (log scale)"),
+            x=alt.X("value:Q", scale=alt.Scale(type="log", domain=[lo, hi]), title="ratio to the job's MTBF (log scale)"),
+            x2=alt.datum(lo),
             y=alt.Y("where:N", title=None),
             row=alt.Row("ratio:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")),
             color=alt.Color("where:N", legend=None),

@@ -39,8 +39,11 @@ class FigureWriter:
         self.count += 1
         stem = self.folder / f"{self.prefix}-{self.count:02d}"
         svg, png = stem.with_suffix(".svg"), stem.with_suffix(".png")
-        svg.write_text(vlc.vegalite_to_svg(spec))
-        png.write_bytes(vlc.vegalite_to_png(spec, scale=PNG_SCALE))
+        from .fit import fit
+
+        spec, doc = fit(spec)  # the picture the book shows (fitted to an output area)
+        svg.write_text(doc)
+        png.write_bytes(vlc.svg_to_png(doc, scale=PNG_SCALE))
         return [svg, png]
 
 

@@ -25,6 +25,7 @@ import zlib
 from typing import Any, Iterable
 
 import altair as alt
+import traitlets
 
 #: pixels per CSS pixel of the static figures: crisp on high-density screens and in print
 SCALE = 1.5
@@ -36,14 +37,16 @@ def _spec(chart: alt.TopLevelMixin | dict) -> dict:
 
 
 def svg(chart: alt.TopLevelMixin | dict) -> str:
-    """The chart as an SVG document (vl-convert: no browser, no network)."""
-    import vl_convert as vlc
+    """The chart as an SVG document, fitted to the output area (:func:`goodputlab.charts.fit.fit`;
+    vl-convert: no browser, no network)."""
+    from .fit import fit
 
-    return vlc.vegalite_to_svg(_spec(chart))
+    return fit(_spec(chart))[1]
 
 
 def png(chart: alt.TopLevelMixin | dict, scale: float = SCALE) -> bytes:
-    """The chart as PNG bytes, ``scale`` pixels per CSS pixel (a small palette PNG: :func:`compact_png`)."""
+    """The chart as PNG bytes, fitted to the output area (:func:`goodputlab.charts.fit.fit`),
+    ``scale`` pixels per CSS pixel (a small palette PNG: :func:`compact_png`)."""
     import vl_convert as vlc
 
     return compact_png(vlc.svg_to_png(svg(chart), scale=scale))
@@ -201,19 +204,31 @@ def stack_png(parts: Iterable[Any], scale: float = SCALE) -> bytes:
 
 class LiveChart(alt.JupyterChart):
     """An offline ``alt.JupyterChart`` (update it in place by assigning ``.chart``) whose output
-    also carries a PNG of the chart it shows when displayed, and a one-line text stand-in."""
+    also carries a PNG of the chart it shows when displayed, and a one-line text stand-in. The
+    chart drawn is fitted to the output area (:mod:`goodputlab.charts.fit`): ``.spec`` is the
+    fitted Vega-Lite spec, ``.chart`` the chart as given."""
 
     def __init__(self, chart: alt.TopLevelMixin | None = None, **kwargs: Any):
         alt.JupyterChart.enable_offline()  # the JavaScript from vl-convert, not a CDN
+        # no "..." menu: it would sit on the legend and widen the chart by its margin, and its
+        # "open in the Vega editor" needs the network (make figures writes every chart as SVG and PNG)
+        kwargs["embed_options"] = {"actions": False, **(kwargs.get("embed_options") or {})}
         super().__init__(chart, **kwargs)
+
+    @traitlets.validate("spec")
+    def _fit_spec(self, proposal):
+        from .fit import fitted
+
+        spec = proposal["value"]
+        return fitted(spec) if spec else spec
 
     def _repr_mimebundle_(self, **kwargs: Any):
         bundle = super()._repr_mimebundle_(**kwargs)
         data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
-        if data is None or self.chart is None:
+        if data is None or not self.spec:
             return bundle
         try:
-            data, image_metadata = chart_bundle(data, self.chart)
+            data, image_metadata = chart_bundle(data, self.spec)
         except Exception as e:  # the live chart still draws; the committed-notebook test catches a missing figure
             import warnings
 
