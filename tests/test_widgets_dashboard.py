@@ -75,11 +75,10 @@ def test_a_real_run_redraws_and_its_costs_feed_the_theory(dashboard):
 
 def test_levers_for_fields_that_recovery_adds_come_from_the_field():
     fields = {f.name: f for f in dataclasses.fields(RunConfig)}
-    style, layout = {}, W.Layout()
-    choice = _lever_for("ckpt", fields["ckpt"], style, layout)
+    choice = _lever_for("ckpt", fields["ckpt"])
     assert isinstance(choice, W.Dropdown) and list(choice.options) == list(registry.names()) and choice.value == "sync"
-    assert isinstance(_lever_for("pin_memory", fields["pin_memory"], style, layout), W.Checkbox)
-    whole = _lever_for("keep", fields["keep"], style, layout)
+    assert isinstance(_lever_for("pin_memory", fields["pin_memory"]), W.Checkbox)
+    whole = _lever_for("keep", fields["keep"])
     assert isinstance(whole, W.BoundedIntText) and whole.value == 3
 
 

@@ -8,7 +8,6 @@ milliseconds.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import altair as alt
@@ -18,17 +17,10 @@ from ..charts import capstone as capstone_charts
 from ..errors import ConfigError
 from ..theory import capstone, human_duration
 from .common import big_number, chart_widget, set_big_number, show_panel
+from .layout import float_slider, log_slider
 
-_STYLE = {"description_width": "190px"}
-_LAYOUT = W.Layout(width="440px")
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="...").properties(width=520, height=40)
 GPU_COUNTS = tuple(2**k for k in range(3, 18))  # 8 .. 131,072
-
-
-def _log_slider(value: float, lo: float, hi: float, description: str, fmt: str = ".3g") -> W.FloatLogSlider:
-    return W.FloatLogSlider(value=value, base=10, min=math.log10(lo), max=math.log10(hi), step=0.01,
-                            description=description, style=_STYLE, layout=_LAYOUT, continuous_update=False,
-                            readout_format=fmt)
 
 
 class CapstonePanel:
@@ -51,24 +43,22 @@ class CapstonePanel:
     def __init__(self, lab: dict | None = None, days: float = 54.0):
         d = capstone.ClusterScenario()
         self.lab, self.days = lab, days
-        self.params_b = _log_slider(d.parameters / 1e9, 1.0, 2000.0, "model size (billion params)")
+        self.params_b = log_slider(d.parameters / 1e9, 1.0, 2000.0, "model size (billion params)")
         self.gpus = W.SelectionSlider(options=[(f"{n:,}", n) for n in GPU_COUNTS], value=d.gpus, description="GPUs",
-                                      style=_STYLE, layout=_LAYOUT, continuous_update=False)
-        self.gpu_mtbf_years = _log_slider(d.gpu_mtbf_years, 0.3, 50.0, "per-GPU MTBF (years)")
-        self.storage_gbps = _log_slider(d.storage_bps / 1e9, 1.0, 20_000.0, "storage bandwidth (GB/s)")
+                                      continuous_update=False)
+        self.gpu_mtbf_years = log_slider(d.gpu_mtbf_years, 0.3, 50.0, "per-GPU MTBF (years)")
+        self.storage_gbps = log_slider(d.storage_bps / 1e9, 1.0, 20_000.0, "storage bandwidth (GB/s)")
         self.strategy = W.ToggleButtons(options=list(capstone.STRATEGIES), value=d.strategy, description="checkpoint",
-                                        style={"description_width": "80px"})
-        self.disk_every = W.IntSlider(value=d.disk_every, min=1, max=100, description="RAM tier: storage every",
-                                      style=_STYLE, layout=_LAYOUT, continuous_update=False)
+)
+        self.disk_every = W.IntSlider(value=d.disk_every, min=1, max=100, description="RAM tier: storage every (saves)",
+                                      continuous_update=False)
         self.spares = W.IntSlider(value=d.spares, min=0, max=1000, step=10, description="hot spares (interruptions)",
-                                  style=_STYLE, layout=_LAYOUT, continuous_update=False)
-        self.detect_s = _log_slider(d.detect_s, 1.0, 1800.0, "detection (s)")
-        self.restart_min = _log_slider(d.restart_s / 60.0, 0.2, 120.0, "restart: reschedule, init (min)")
-        self.data_stall = W.FloatSlider(value=d.data_stall_share, min=0.0, max=0.3, step=0.005, description="data-stall share",
-                                        style=_STYLE, layout=_LAYOUT, continuous_update=False, readout_format=".1%")
-        self.mfu = W.FloatSlider(value=d.mfu, min=0.05, max=0.8, step=0.01, description="MFU",
-                                 style=_STYLE, layout=_LAYOUT, continuous_update=False, readout_format=".0%")
-        self.price = _log_slider(d.price_per_gpu_hour, 0.1, 20.0, "price per GPU-hour", fmt=".2f")
+                                  continuous_update=False)
+        self.detect_s = log_slider(d.detect_s, 1.0, 1800.0, "detection (s)")
+        self.restart_min = log_slider(d.restart_s / 60.0, 0.2, 120.0, "restart: reschedule, init (min)")
+        self.data_stall = float_slider(d.data_stall_share, 0.0, 0.3, 0.005, "data-stall share", fmt=".1%")
+        self.mfu = float_slider(d.mfu, 0.05, 0.8, 0.01, "MFU", fmt=".0%")
+        self.price = log_slider(d.price_per_gpu_hour, 0.1, 20.0, "price per GPU-hour ($)", fmt=".2f")
         self.headline = big_number("goodput")
         self.facts = W.HTML()
         self.status = W.Label(value="")
@@ -81,7 +71,7 @@ class CapstonePanel:
             control.observe(lambda _change: self.compute(), names="value")
         self.widget = W.VBox([
             self.strategy,
-            W.HBox([W.VBox(self.controls[:6]), W.VBox(self.controls[6:])]),
+            W.HBox([W.VBox(self.controls[:6]), W.VBox(self.controls[6:-1])]),  # the last control is the strategy, above
             self.headline, self.facts, self.status, self.curve_chart, self.breakdown_chart,
             *([self.ratio_chart] if lab else []),
         ])

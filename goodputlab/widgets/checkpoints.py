@@ -17,7 +17,9 @@ from ..charts.checkpoints import goodput_vs_interval
 from ..checkpoints import registry
 from ..engine.config import RunConfig
 from ..training.workload import PRESETS
-from .common import RunControls, big_number, chart_widget, models_that_fit, set_big_number, show_panel
+from .common import (LEDGER_NOTE, PanelNote, RunControls, big_number, chart_widget, models_that_fit, set_big_number,
+                     show_panel)
+from .layout import interval_slider, log_slider
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=620, height=60)
 DEFAULT_RESTART_S = 2.5
@@ -54,18 +56,16 @@ class CheckpointPanel:
         self.step_s: dict[str, float] = {}  # per model: seconds of training per step, from runs
         self.measured: list[dict[str, Any]] = []  # {model, strategy, interval_s, goodput}
         self.result: RunResult | None = None
-        style = {"description_width": "150px"}
-        layout = W.Layout(width="420px")
-        self.strategy = W.ToggleButtons(options=list(registry.names()), value=registry.BASELINE, description="strategy", style=style)
+        self.strategy = W.ToggleButtons(options=list(registry.names()), value=registry.BASELINE, description="strategy")
         # only the model sizes whose run fits in this machine's memory (Binder: about 2 GB)
         offered, left_out = models_that_fit(models, memory_bytes)
         self.model = W.Dropdown(
             options=[(f"{m} ({PRESETS[m].state_bytes / 1e6:.0f} MB state)", m) for m in offered],
-            value=offered[0], description="state size", style=style, layout=layout,
+            value=offered[0], description="state size",
         )
         self.memory_note = W.Label(value=left_out)
-        self.ckpt_every = W.IntSlider(value=20, min=1, max=max(10, steps), description="checkpoint every (steps)", style=style, layout=layout)
-        self.mtbf = W.FloatSlider(value=4.0, min=0.5, max=60.0, step=0.5, description="MTBF (s)", style=style, layout=layout)
+        self.ckpt_every = interval_slider(20, max(10, steps))
+        self.mtbf = log_slider(4.0, 0.5, 60.0, "MTBF (s)")
         self.controls = RunControls(steps)
         self.button, self.progress, self.status = self.controls.button, self.controls.progress, self.controls.status
         self.headline = big_number("goodput")
@@ -83,6 +83,9 @@ class CheckpointPanel:
                 self.headline,
                 self.curves,
                 self.timeline,
+                PanelNote("Each curve is Daly's goodput for one strategy at the save cost measured for this state "
+                          "size; a circle is a run you made, at its interval in seconds of training. The timeline is "
+                          f"your last run. {LEDGER_NOTE}"),
             ]
         )
 

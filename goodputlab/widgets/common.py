@@ -45,18 +45,26 @@ def _strip_tags(markup: str) -> str:
 def panel_static_parts(widget: W.Widget) -> list:
     """What a panel shows now, for its static figure: one line of its settings, then its headline
     numbers, status lines and charts, in the order the panel lays them out."""
-    from ..charts.static import LiveChart
+
+    from .layout import PanelStyle
 
     settings: list[str] = []
     shown: list = []
 
     def walk(w):
+        if isinstance(w, PanelStyle):
+            return
+        if isinstance(w, PanelNote):
+            import textwrap
+
+            shown.extend((line, 12, False) for line in textwrap.wrap(_strip_tags(w.value), 100))
+            return
         if isinstance(w, W.Box):
             for child in w.children:
                 walk(child)
-        elif isinstance(w, LiveChart) or isinstance(w, alt.JupyterChart):
-            if w.chart is not None:
-                shown.append(w.chart)
+        elif isinstance(w, alt.JupyterChart):
+            if w.spec:  # a LiveChart's spec is fitted to the output area
+                shown.append(w.spec)
         elif isinstance(w, W.HTML):
             text = _strip_tags(w.value)
             if text:
@@ -82,11 +90,14 @@ def panel_static_parts(widget: W.Widget) -> list:
 
 
 class PanelView:
-    """Display a panel's widget tree live, with a static figure of its current state (settings,
-    headline, charts) in the same output: the figure is what a reader without a kernel sees."""
+    """Display a panel's widget tree live, laid out by :func:`goodputlab.widgets.layout.arrange`,
+    with a static figure of its current state (settings, headline, charts) in the same output: the
+    figure is what a reader without a kernel sees."""
 
     def __init__(self, widget: W.Widget):
-        self.widget = widget
+        from .layout import arrange
+
+        self.widget = arrange(widget) if isinstance(widget, W.Box) else widget
 
     def _repr_mimebundle_(self, **kwargs):
         from ..charts import static
@@ -119,6 +130,23 @@ def forget_old_runs(history: list, size: int, out_root: Path) -> list:
     for i in range(1, len(history) - size + 1):
         shutil.rmtree(out_root / f"run-{i:03d}", ignore_errors=True)
     return history[-size:]
+
+
+class PanelNote(W.HTML):
+    """A sentence under a panel's charts saying what they show (in the static figure as small wrapped text)."""
+
+    def __init__(self, text: str):
+        super().__init__(value=f"<div style='color:#555;font-size:0.92em;line-height:1.45;max-width:560px'>{text}</div>")
+
+
+#: what the ledger's bars and stripes show, for the panels that run real experiments
+LEDGER_NOTE = (
+    "Every second of a run is in one category. <b>startup</b> is the first worker's launch (importing PyTorch, "
+    "building the model: a few seconds here, paid once per job on a cluster); <b>restart</b> runs from a failure "
+    "to training again (a hot spare cuts it to a handover); <b>lost_work</b> is training a failure threw away; "
+    "<b>checkpoint_save</b> is the part of a save that blocked training; <b>data_wait</b> is the loop waiting "
+    "for its next batch."
+)
 
 
 def big_number(label: str) -> W.HTML:

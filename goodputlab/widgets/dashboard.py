@@ -31,7 +31,8 @@ from ..experiments.data_stall import predict_stall_for
 from ..experiments.interval_sweep import measure_timings
 from ..theory.data_stall import Calibration
 from ..theory.lab_model import RunPrediction, predict_run
-from .common import RunControls, big_number, chart_widget, forget_old_runs, set_big_number, show_panel
+from .common import LEDGER_NOTE, PanelNote, RunControls, big_number, chart_widget, forget_old_runs, set_big_number, show_panel
+from .layout import float_slider, interval_slider
 
 #: The data-stall model's constants where a run does not measure them: reading a batch from memory
 #: in the loop (R) and handing one over from a worker process (H), seconds (chapter 5, 2-core machine).
@@ -63,7 +64,7 @@ def _describe(name: str, value: Any) -> str:
     return str(value) if name == "failure_mode" else f"{name.replace('_', ' ')} {value}"
 
 
-def _lever_for(name: str, field: dataclasses.Field, style: dict, layout: W.Layout) -> W.Widget:
+def _lever_for(name: str, field: dataclasses.Field) -> W.Widget:
     """A widget for a RunConfig field the dashboard does not know in advance: a dropdown for a
     choice, a checkbox for a switch, an integer box otherwise."""
     rule = field.metadata.get("rule")
@@ -72,12 +73,12 @@ def _lever_for(name: str, field: dataclasses.Field, style: dict, layout: W.Layou
     default = field.default
     if choices:
         options = [c for c in choices if c not in LEFT_OUT.get(name, ())]
-        return W.Dropdown(options=options, value=default, description=label, style=style, layout=layout)
+        return W.Dropdown(options=options, value=default, description=label)
     if isinstance(default, bool):
         return W.Checkbox(value=default, description=label, indent=False)
     if isinstance(default, int):
-        return W.BoundedIntText(value=default, min=0, max=16, description=label, style=style, layout=layout)
-    return W.Text(value=str(default), description=label, style=style, layout=layout)
+        return W.BoundedIntText(value=default, min=0, max=16, description=label)
+    return W.Text(value=str(default), description=label)
 
 
 def _failure_mode_in_the_model(config: RunConfig, timings, mtbf: float):
@@ -116,22 +117,16 @@ class WorkshopDashboard:
         self.fixed = {"threads": DEFAULTS["threads"], "seed": DEFAULTS["seed"], **fixed, "steps": steps}
         RunConfig(**self.fixed)  # fail now on a bad fixed setting, not at the first click
         self.out_root = Path(out_root) if out_root else Path(tempfile.mkdtemp(prefix="goodputlab-dashboard-"))
-        style, layout = {"description_width": "140px"}, W.Layout(width="340px")
-        self.strategy = W.Dropdown(options=registry.names(), value=DEFAULTS["ckpt"], description="checkpoint strategy",
-                                   style=style, layout=layout)
-        self.ckpt_every = W.IntSlider(value=DEFAULTS["ckpt_every"], min=0, max=max(10, steps), step=5,
-                                      description="checkpoint every (steps)", style=style, layout=layout)
-        self.mtbf = W.FloatSlider(value=DEFAULTS["mtbf"], min=0.0, max=30.0, step=0.5, description="MTBF (s, 0 = none)",
-                                  style=style, layout=layout)
-        self.workers = W.IntSlider(value=DEFAULTS["workers"], min=0, max=4, description="loader workers", style=style,
-                                   layout=layout)
-        self.prefetch = W.IntSlider(value=DEFAULTS["prefetch"], min=1, max=8, description="prefetch per worker",
-                                    style=style, layout=layout, disabled=True)
-        self.io_latency_ms = W.FloatSlider(value=DEFAULTS["io_latency_ms"], min=0.0, max=60.0, step=1.0,
-                                           description="storage latency (ms)", style=style, layout=layout)
+        self.strategy = W.Dropdown(options=registry.names(), value=DEFAULTS["ckpt"], description="checkpoint strategy")
+        self.ckpt_every = interval_slider(DEFAULTS["ckpt_every"], max(10, steps), off=True)
+        self.mtbf = float_slider(DEFAULTS["mtbf"], 0.0, 30.0, 0.5, "MTBF (s, 0 = none)")
+        self.workers = W.IntSlider(value=DEFAULTS["workers"], min=0, max=4, description="loader workers")
+        self.prefetch = W.IntSlider(value=DEFAULTS["prefetch"], min=1, max=8, description="prefetch per worker (batches)",
+                                    disabled=True)
+        self.io_latency_ms = float_slider(DEFAULTS["io_latency_ms"], 0.0, 60.0, 1.0, "storage latency (ms)")
         fields = _fields()
         self.extra_levers: dict[str, W.Widget] = {
-            name: _lever_for(name, fields[name], style, layout) for name in OPTIONAL_LEVERS if name in fields
+            name: _lever_for(name, fields[name]) for name in OPTIONAL_LEVERS if name in fields
         }
         self.controls = RunControls(steps, recorded=recorded)
         self.button, self.progress, self.status = self.controls.button, self.controls.progress, self.controls.status
@@ -156,8 +151,8 @@ class WorkshopDashboard:
             W.HTML("<b>checkpoints</b>"), self.strategy, self.ckpt_every,
             W.HTML("<b>failures</b>"), self.mtbf, *self.extra_levers.values(),
             W.HTML("<b>input pipeline</b>"), self.workers, self.prefetch, self.io_latency_ms,
-        ], layout=W.Layout(width="350px", min_width="350px"))
-        results = W.VBox([self.headline, self.prediction_line, self.timeline, self.breakdown],
+        ])
+        results = W.VBox([self.headline, self.prediction_line, self.timeline, self.breakdown, PanelNote(LEDGER_NOTE)],
                          layout=W.Layout(flex="1 1 auto", min_width="0"))
         self.widget = W.VBox([self.controls.widget, W.HBox([levers, results])])
         self.predict()

@@ -22,9 +22,8 @@ from ..efficiency.noise import LR_RULES
 from ..errors import ConfigError
 from ..training.workload import PRESETS, uniform_loss
 from .common import big_number, chart_widget, set_big_number, show_panel
+from .layout import float_slider
 
-_STYLE = {"description_width": "150px"}
-_LAYOUT = W.Layout(width="420px")
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run to measure this rule").properties(width=620, height=60)
 
 
@@ -53,9 +52,9 @@ class EfficiencyPanel:
                 raise ValueError(f"the sweep given for {rule!r} is not the same sweep under that rule")
         low = self.config.target_loss
         high = max_target if max_target is not None else min(low + 0.6, uniform_loss(PRESETS[self.config.model].vocab) - 0.2)
-        self.rule = W.Dropdown(options=list(LR_RULES), value=self.config.lr_rule, description="learning-rate rule", style=_STYLE, layout=_LAYOUT)
-        self.target = W.FloatSlider(value=low, min=low, max=high, step=0.01, description="target loss (nats)", style=_STYLE, layout=_LAYOUT, continuous_update=False, readout_format=".2f")
-        self.batch = W.SelectionSlider(options=list(self.config.batch_sizes), value=self.config.batch_sizes[len(self.config.batch_sizes) // 2], description="batch size", style=_STYLE, layout=_LAYOUT)
+        self.rule = W.Dropdown(options=list(LR_RULES), value=self.config.lr_rule, description="learning-rate rule")
+        self.target = float_slider(low, low, high, 0.01, "target loss (nats)")
+        self.batch = W.SelectionSlider(options=list(self.config.batch_sizes), value=self.config.batch_sizes[len(self.config.batch_sizes) // 2], description="batch size (sequences)")
         self.button = W.Button(description="Run", button_style="primary", icon="play", disabled=True)
         self.progress = W.IntProgress(value=0, min=0, max=len(self.config.batch_sizes) + 1, description="parts")
         self.status = W.Label(value="")

@@ -16,11 +16,10 @@ from ..engine.api import RunResult
 from ..charts.pipeline import depth_curve, model_vs_measured, zoomed_timeline
 from ..engine.config import RunConfig
 from ..errors import ConfigError
-from .common import RunControls, big_number, chart_widget, set_big_number, show_panel
+from .common import PanelNote, RunControls, big_number, chart_widget, set_big_number, show_panel
+from .layout import float_slider
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=620, height=60)
-_STYLE = {"description_width": "170px"}
-_LAYOUT = W.Layout(width="420px")
 
 
 class PipelinePanel:
@@ -41,11 +40,11 @@ class PipelinePanel:
         self.fixed = {"steps": steps, "ckpt_every": 0, **fixed}
         RunConfig(**self.fixed)  # fail now on a bad fixed setting, not at the first click
         self.out_root = Path(out_root) if out_root else Path(tempfile.mkdtemp(prefix="goodputlab-pipeline-panel-"))
-        self.io_latency_ms = W.FloatSlider(value=40.0, min=0.0, max=200.0, step=5.0, description="storage latency (ms)", style=_STYLE, layout=_LAYOUT)
-        self.io_jitter = W.FloatSlider(value=0.5, min=0.0, max=2.0, step=0.1, description="latency jitter (CV)", style=_STYLE, layout=_LAYOUT)
-        self.transform_ms = W.FloatSlider(value=5.0, min=0.0, max=60.0, step=1.0, description="transform (ms CPU)", style=_STYLE, layout=_LAYOUT)
-        self.workers = W.IntSlider(value=0, min=0, max=8, description="loader workers", style=_STYLE, layout=_LAYOUT)
-        self.prefetch = W.IntSlider(value=2, min=1, max=16, description="prefetch per worker", style=_STYLE, layout=_LAYOUT, disabled=True)
+        self.io_latency_ms = float_slider(40.0, 0.0, 200.0, 5.0, "storage latency (ms)")
+        self.io_jitter = float_slider(0.5, 0.0, 2.0, 0.1, "latency jitter (CV)")
+        self.transform_ms = float_slider(5.0, 0.0, 60.0, 1.0, "transform (ms CPU)")
+        self.workers = W.IntSlider(value=0, min=0, max=8, description="loader workers")
+        self.prefetch = W.IntSlider(value=2, min=1, max=16, description="prefetch per worker (batches)", disabled=True)
         self.controls = RunControls(steps)
         self.button, self.progress, self.status = self.controls.button, self.controls.progress, self.controls.status
         self.model_line = W.HTML()
@@ -66,6 +65,10 @@ class PipelinePanel:
                 self.headline,
                 self.timeline,
                 self.comparison,
+                PanelNote(f"The timeline zooms into {zoom_s:g} s of the last run's training, so each step shows: orange "
+                          "<b>data_wait</b> is the loop waiting for its next batch, green <b>productive</b> the step "
+                          "itself. The chart below puts each run's measured data wait beside the model's prediction "
+                          "(on the diagonal: the model is right)."),
             ]
         )
         self.update_model()
@@ -169,14 +172,13 @@ class DepthCalculator:
     """How deep must my pipeline be? Inputs in the units of a real job; the model answers at once."""
 
     def __init__(self, step_ms: float = 250.0, latency_ms: float = 400.0, jitter: float = 1.0, transform_ms: float = 300.0, workers: int = 4, batch_mb: float = 38.5, target_pct: float = 2.0):
-        f = dict(style=_STYLE, layout=_LAYOUT)
-        self.step_ms = W.FloatText(value=step_ms, description="step time S (ms)", **f)
-        self.latency_ms = W.FloatText(value=latency_ms, description="storage latency L (ms)", **f)
-        self.jitter = W.FloatSlider(value=jitter, min=0.0, max=3.0, step=0.1, description="latency jitter (CV)", **f)
-        self.transform_ms = W.FloatText(value=transform_ms, description="transform T (ms)", **f)
-        self.workers = W.IntSlider(value=workers, min=1, max=64, description="workers", **f)
-        self.batch_mb = W.FloatText(value=batch_mb, description="batch size (MB)", **f)
-        self.target_pct = W.FloatSlider(value=target_pct, min=0.5, max=20.0, step=0.5, description="target data wait (%)", **f)
+        self.step_ms = W.FloatText(value=step_ms, description="step time S (ms)")
+        self.latency_ms = W.FloatText(value=latency_ms, description="storage latency L (ms)")
+        self.jitter = float_slider(jitter, 0.0, 3.0, 0.1, "latency jitter (CV)")
+        self.transform_ms = W.FloatText(value=transform_ms, description="transform T (ms)")
+        self.workers = W.IntSlider(value=workers, min=1, max=64, description="workers")
+        self.batch_mb = W.FloatText(value=batch_mb, description="batch size (MB)")
+        self.target_pct = float_slider(target_pct, 0.5, 20.0, 0.5, "target data wait (%)")
         self.answer = W.HTML()
         self.curve = chart_widget(_EMPTY)
         self.advice: P.DepthAdvice | None = None

@@ -18,7 +18,7 @@ from ..engine.config import RunConfig
 from ..experiments import recovery as rx
 from ..recovery.modes import FAILURE_MODES, LOADER_DEATH
 from ..recovery.omit import OMITTABLE
-from .common import RunControls, big_number, chart_widget, set_big_number, show_panel
+from .common import LEDGER_NOTE, PanelNote, RunControls, big_number, chart_widget, set_big_number, show_panel
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=620, height=60)
 
@@ -42,12 +42,10 @@ class RecoveryRunPanel:
         self.reference: RunResult | None = reference  # the failure-free run of the same job, if one was made
         self.result: RunResult | None = None
         self.history: list[dict[str, Any]] = []
-        style = {"description_width": "150px"}
-        self.omit = W.SelectMultiple(options=list(OMITTABLE), value=(), description="checkpoint leaves out", style=style,
-                                     rows=3, layout=W.Layout(width="330px"))
+        self.omit = W.SelectMultiple(options=list(OMITTABLE), value=(), description="checkpoint leaves out", rows=3)
         modes = [m for m in FAILURE_MODES if m != "disk-full"]
-        self.mode = W.Dropdown(options=modes, value="kill", description="failure mode", style=style, layout=W.Layout(width="330px"))
-        self.hot_spare = W.Checkbox(value=False, description="hot spare", style=style)
+        self.mode = W.Dropdown(options=modes, value="kill", description="failure mode")
+        self.hot_spare = W.Checkbox(value=False, description="hot spare")
         self.controls = RunControls(steps)
         self.button, self.progress, self.status = self.controls.button, self.controls.progress, self.controls.status
         self.headline = big_number("goodput")
@@ -55,7 +53,10 @@ class RecoveryRunPanel:
         self.loss = chart_widget(_EMPTY)
         self.button.on_click(lambda _: self.run_once())
         self.widget = W.VBox([W.HBox([self.omit, W.VBox([self.mode, self.hot_spare])]), self.controls.widget,
-                              self.headline, self.bars, self.loss])
+                              self.headline, self.bars, self.loss,
+                              PanelNote("The bars set your runs beside the failure-free reference; the loss shows "
+                                        "whether the restart changed training (a complete checkpoint resumes on "
+                                        f"the reference's curve). {LEDGER_NOTE}")])
 
     def config(self) -> RunConfig:
         """The run the controls describe (a DataLoader worker process to kill comes with ``loader-death``)."""

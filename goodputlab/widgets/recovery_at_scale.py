@@ -8,7 +8,6 @@ directly.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import altair as alt
@@ -20,20 +19,13 @@ from ..charts import theory as theory_charts
 from ..errors import ConfigError
 from ..theory import SimConfig, SimResult, recovery_at_scale, renewal, simulate
 from .common import big_number, chart_widget, set_big_number, show_panel
+from .layout import float_slider, log_slider
 
-_STYLE = {"description_width": "200px"}
-_LAYOUT = W.Layout(width="470px")
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="simulating...").properties(width=520, height=40)
 DOMAIN_SIZES = (1, 2, 4, 8, 16, 32, 64)
 
 #: Llama 3's device losses per GPU-second, charging every one of its 466 interruptions to one device.
 LLAMA3_LOSS_RATE = theory.LLAMA3_INTERRUPTIONS / (theory.LLAMA3_GPUS * theory.LLAMA3_DURATION_S)
-
-
-def _log_slider(value: float, lo: float, hi: float, description: str) -> W.FloatLogSlider:
-    return W.FloatLogSlider(value=value, base=10, min=math.log10(lo), max=math.log10(hi), step=0.01,
-                            description=description, style=_STYLE, layout=_LAYOUT, continuous_update=False,
-                            readout_format=".3g")
 
 
 class RecoveryPanel:
@@ -52,17 +44,16 @@ class RecoveryPanel:
 
     def __init__(self, trials: int = 200, seed: int = 0, save_s: float = 5.0, restore_s: float = 60.0):
         self.trials, self.seed, self.save_s, self.restore_s = trials, seed, save_s, restore_s
-        self.detect_min = _log_slider(1.5, 0.05, 30.0, "detection (min)")
-        self.restart_min = _log_slider(5.0, 0.5, 60.0, "restart: reschedule, init (min)")
+        self.detect_min = log_slider(1.5, 0.05, 30.0, "detection (min)")
+        self.restart_min = log_slider(5.0, 0.5, 60.0, "restart: reschedule, init (min)")
         self.spares = W.IntSlider(value=0, min=0, max=600, step=10, description="hot spares (interruptions)",
-                                  style=_STYLE, layout=_LAYOUT, continuous_update=False)
-        self.spare_swap_s = _log_slider(60.0, 5.0, 600.0, "spare swap-in (s)")
-        self.correlated = W.FloatSlider(value=0.0, min=0.0, max=1.0, step=0.05, description="share lost as domains",
-                                        style=_STYLE, layout=_LAYOUT, continuous_update=False, readout_format=".0%")
+                                  continuous_update=False)
+        self.spare_swap_s = log_slider(60.0, 5.0, 600.0, "spare swap-in (s)")
+        self.correlated = float_slider(0.0, 0.0, 1.0, 0.05, "share lost as domains", fmt=".0%")
         self.domain = W.SelectionSlider(options=list(DOMAIN_SIZES), value=8, description="devices per domain",
-                                        style=_STYLE, layout=_LAYOUT, continuous_update=False)
-        self.shape = _log_slider(1.0, 0.4, 3.0, "Weibull shape (1: Poisson)")
-        self.interval_min = _log_slider(10.0, 1.0, 240.0, "checkpoint every (min)")
+                                        continuous_update=False)
+        self.shape = log_slider(1.0, 0.4, 3.0, "Weibull shape (1: Poisson)")
+        self.interval_min = log_slider(10.0, 1.0, 240.0, "checkpoint every (min)")
         self.headline = big_number("goodput")
         self.facts = W.HTML()
         self.status = W.Label(value="")
@@ -199,8 +190,7 @@ class PolicyPanel:
 
     def __init__(self, failures: int = 20_000, seed: int = 0):
         self.failures, self.seed = failures, seed
-        self.x = W.FloatLogSlider(value=0.5, base=10, min=-2, max=math.log10(3.0), step=0.01, description="interval / MTBF",
-                                  style=_STYLE, layout=_LAYOUT, continuous_update=False, readout_format=".3g")
+        self.x = log_slider(0.5, 0.01, 3.0, "interval / MTBF")
         self.button = W.Button(description="simulate", icon="play")
         self.facts = W.HTML()
         self.chart = chart_widget(_EMPTY)

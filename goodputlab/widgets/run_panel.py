@@ -13,7 +13,9 @@ import ipywidgets as W
 from .. import charts
 from ..engine.api import RunResult
 from ..engine.config import RunConfig
-from .common import RunControls, big_number, chart_widget, forget_old_runs, set_big_number, show_panel
+from .common import (LEDGER_NOTE, PanelNote, RunControls, big_number, chart_widget, forget_old_runs, set_big_number,
+                     show_panel)
+from .layout import float_slider
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=680, height=60)
 
@@ -31,21 +33,11 @@ class RunPanel:
         self.fixed = {"steps": steps, **fixed}
         RunConfig(**self.fixed)  # fail now on a bad fixed setting, not at the first click
         self.out_root = Path(out_root) if out_root else Path(tempfile.mkdtemp(prefix="goodputlab-panel-"))
-        style = {"description_width": "170px"}
-        layout = W.Layout(width="420px")
-        self.ckpt_every = W.IntSlider(
-            value=25, min=0, max=max(10, steps), step=5, description="checkpoint every (steps)", style=style, layout=layout
-        )
-        self.mtbf = W.FloatSlider(
-            value=3.0, min=0.0, max=20.0, step=0.5, description="MTBF (s, 0 = none)", style=style, layout=layout
-        )
-        self.workers = W.IntSlider(value=0, min=0, max=4, description="loader workers", style=style, layout=layout)
-        self.prefetch = W.IntSlider(
-            value=2, min=1, max=8, description="prefetch per worker", style=style, layout=layout, disabled=True
-        )
-        self.io_latency_ms = W.FloatSlider(
-            value=10.0, min=0.0, max=60.0, step=1.0, description="storage latency (ms)", style=style, layout=layout
-        )
+        self.ckpt_every = W.IntSlider(value=25, min=0, max=max(10, steps), step=5, description="checkpoint every (steps)")
+        self.mtbf = float_slider(3.0, 0.0, 20.0, 0.5, "MTBF (s, 0 = none)")
+        self.workers = W.IntSlider(value=0, min=0, max=4, description="loader workers")
+        self.prefetch = W.IntSlider(value=2, min=1, max=8, description="prefetch per worker (batches)", disabled=True)
+        self.io_latency_ms = float_slider(10.0, 0.0, 60.0, 1.0, "storage latency (ms)")
         self.controls = RunControls(steps)
         self.button, self.progress, self.status = self.controls.button, self.controls.progress, self.controls.status
         self.headline = big_number("goodput")
@@ -62,6 +54,8 @@ class RunPanel:
                 self.headline,
                 self.timeline,
                 self.breakdown,
+                PanelNote("The timeline is the last run, one strip per worker process; the bars set your last "
+                          f"runs side by side. {LEDGER_NOTE}"),
             ]
         )
 

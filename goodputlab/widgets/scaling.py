@@ -10,7 +10,6 @@ logic is in :meth:`~ScalingPanel.simulate_once`, which the tests call directly.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import altair as alt
@@ -20,21 +19,14 @@ from ..charts import scaling as scaling_charts
 from ..errors import ConfigError
 from ..theory import SimConfig, SimResult, scaling, simulate
 from .common import big_number, chart_widget, set_big_number, show_panel
+from .layout import float_slider, log_slider
 
-_STYLE = {"description_width": "200px"}
-_LAYOUT = W.Layout(width="470px")
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="simulating...").properties(width=520, height=40)
 
 #: The sizes the ranks slider steps through, and the ladder the chart shows.
 RANK_SIZES: tuple[int, ...] = tuple(2**k for k in range(0, 15))
 LADDER: tuple[int, ...] = (1, 2, 16, 128, 1024, 16384)
 MAX_FAILURE_CELLS = 300_000  # trials x expected failures per redraw, at most
-
-
-def _log_slider(value: float, lo: float, hi: float, description: str) -> W.FloatLogSlider:
-    return W.FloatLogSlider(value=value, base=10, min=math.log10(lo), max=math.log10(hi), step=0.01,
-                            description=description, style=_STYLE, layout=_LAYOUT, continuous_update=False,
-                            readout_format=".3g")
 
 
 class ScalingPanel:
@@ -52,13 +44,11 @@ class ScalingPanel:
         self.duration_s, self.save_s, self.restore_s, self.restart_s = duration_s, save_s, restore_s, restart_s
         self.trials, self.seed = trials, seed
         self.ranks = W.SelectionSlider(options=[(f"{n:,}", n) for n in RANK_SIZES], value=ranks, description="ranks",
-                                       style=_STYLE, layout=_LAYOUT, continuous_update=False)
-        self.rank_mtbf_s = _log_slider(rank_mtbf_s, rank_mtbf_s / 1e3, rank_mtbf_s * 1e3, "each rank's MTBF (s)")
-        self.straggler_factor = W.FloatSlider(value=straggler_factor, min=1.0, max=4.0, step=0.05,
-                                              description="straggler factor", style=_STYLE, layout=_LAYOUT,
-                                              continuous_update=False)
-        self.straggler_share = _log_slider(max(straggler_share, 1e-5), 1e-5, 1.0, "share of a rank's steps slowed")
-        self.interval_s = _log_slider(interval_s, interval_s / 100, interval_s * 100, "checkpoint every (s)")
+                                       continuous_update=False)
+        self.rank_mtbf_s = log_slider(rank_mtbf_s, rank_mtbf_s / 1e3, rank_mtbf_s * 1e3, "each rank's MTBF (s)")
+        self.straggler_factor = float_slider(straggler_factor, 1.0, 4.0, 0.05, "straggler factor (x a step)")
+        self.straggler_share = log_slider(max(straggler_share, 1e-5), 1e-5, 1.0, "share of a rank's steps slowed")
+        self.interval_s = log_slider(interval_s, interval_s / 100, interval_s * 100, "checkpoint every (s)")
         self.headline = big_number("goodput")
         self.facts = W.HTML()
         self.status = W.Label(value="")

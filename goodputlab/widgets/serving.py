@@ -11,10 +11,9 @@ from ..charts.serving import attainment_vs_rate, rate_rows, request_scatter, wor
 from ..errors import ConfigError
 from ..serving import MIXES, SLO, RateMeasurement
 from .common import big_number, chart_widget, set_big_number, show_panel
+from .layout import log_slider
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="press Run").properties(width=320, height=60)
-_STYLE = {"description_width": "150px"}
-_LAYOUT = W.Layout(width="400px")
 MODES = ("colocated", "disaggregated")
 
 
@@ -44,11 +43,11 @@ class ServingPanel:
         if not duration_s > 0:
             raise ConfigError("duration", duration_s, "seconds > 0")
         self.duration_s, self.model, self.seed, self.target = duration_s, model, seed, target
-        self.ttft_ms = W.FloatSlider(value=ttft_ms, min=20, max=2000, step=10, description="TTFT objective (ms)", style=_STYLE, layout=_LAYOUT)
-        self.tpot_ms = W.FloatSlider(value=tpot_ms, min=2, max=200, step=1, description="TPOT objective (ms)", style=_STYLE, layout=_LAYOUT)
-        self.rate = W.FloatSlider(value=rate, min=0.5, max=60, step=0.5, description="request rate (req/s)", style=_STYLE, layout=_LAYOUT)
-        self.mix = W.Dropdown(options=list(MIXES), value=mix, description="length mix", style=_STYLE, layout=_LAYOUT)
-        self.mode = W.ToggleButtons(options=list(MODES), value=mode, description="mode", style=_STYLE)
+        self.ttft_ms = log_slider(ttft_ms, 20, 2000, "TTFT objective (ms)")
+        self.tpot_ms = log_slider(tpot_ms, 2, 200, "TPOT objective (ms)")
+        self.rate = log_slider(rate, 0.5, 60, "request rate (req/s)")
+        self.mix = W.Dropdown(options=list(MIXES), value=mix, description="length mix")
+        self.mode = W.ToggleButtons(options=list(MODES), value=mode, description="mode")
         self.button = W.Button(description="Run", button_style="primary", icon="play")
         self.status = W.Label(value="")
         self.mix_line = W.HTML()

@@ -20,32 +20,21 @@ from ..charts import theory as theory_charts
 from ..errors import ConfigError
 from ..theory import SimConfig, SimResult, simulate
 from .common import big_number, chart_widget, set_big_number, show_panel
+from .layout import choice_slider, log_slider
 
-_STYLE = {"description_width": "190px"}
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="simulating...").properties(width=520, height=40)
-_LAYOUT = W.Layout(width="460px")
 SECONDS_PER_YEAR = 365.0 * theory.SECONDS_PER_DAY
 
 #: At most about this many simulated failures per redraw of the cluster panel (trials x failures).
 MAX_FAILURE_CELLS = 400_000
 
+#: Save costs (s) and restarts (min) the chapter-3 sliders step through: zero (the worked example's
+#: free saves and restarts) and then a few per decade, so the useful range fills the track.
+SAVE_COSTS_S: tuple[float, ...] = (0, 1, 2, 4, 8, 15, 30, 60, 120, 240, 480, 900, 1800)
+RESTARTS_MIN: tuple[float, ...] = (0, 0.5, 1, 2, 5, 10, 15, 20, 30, 60, 120)
+
 #: Cluster sizes the chapter-2 slider steps through (powers of two up to 128k).
 CLUSTER_SIZES: tuple[int, ...] = tuple(2**k for k in range(0, 18))
-
-
-def _log_slider(value: float, lo: float, hi: float, description: str, step: float = 0.01) -> W.FloatLogSlider:
-    return W.FloatLogSlider(
-        value=value,
-        base=10,
-        min=math.log10(lo),
-        max=math.log10(hi),
-        step=step,
-        description=description,
-        style=_STYLE,
-        layout=_LAYOUT,
-        continuous_update=False,
-        readout_format=".3g",
-    )
 
 
 class ClusterPanel:
@@ -71,18 +60,16 @@ class ClusterPanel:
             options=[(f"{n:,}", n) for n in CLUSTER_SIZES],
             value=theory.LLAMA3_GPUS,
             description="devices",
-            style=_STYLE,
-            layout=_LAYOUT,
             continuous_update=False,
         )
-        self.device_mtbf_years = _log_slider(llama_device_mtbf / SECONDS_PER_YEAR, 0.1, 100.0, "per-device MTBF (years)")
+        self.device_mtbf_years = log_slider(llama_device_mtbf / SECONDS_PER_YEAR, 0.1, 100.0, "per-device MTBF (years)")
         self.days = W.IntSlider(
-            value=theory.LLAMA3_DAYS, min=1, max=120, description="job length (days)", style=_STYLE, layout=_LAYOUT,
+            value=theory.LLAMA3_DAYS, min=1, max=120, description="job length (days)",
             continuous_update=False,
         )
-        self.interval_min = _log_slider(10.0, 1.0, 480.0, "checkpoint every (min)")
-        self.save_s = _log_slider(5.0, 0.5, 1800.0, "blocking save (s)")
-        self.restart_min = _log_slider(5.0, 0.5, 120.0, "restart + reload (min)")
+        self.interval_min = log_slider(10.0, 1.0, 480.0, "checkpoint every (min)")
+        self.save_s = log_slider(5.0, 0.5, 1800.0, "blocking save (s)")
+        self.restart_min = log_slider(5.0, 0.5, 120.0, "restart + reload (min)")
         self.headline = big_number("goodput")
         self.facts = W.HTML()
         self.status = W.Label(value="")
@@ -213,16 +200,10 @@ class IntervalPanel:
 
     def __init__(self, simulate_trials: int = 200, simulated_days: float = 365.0, seed: int = 0):
         self.simulate_trials, self.simulated_days, self.seed = simulate_trials, simulated_days, seed
-        self.interval_min = _log_slider(120.0, 1.0, 720.0, "checkpoint every (min)")
-        self.save_s = W.FloatSlider(
-            value=0.0, min=0.0, max=1800.0, step=5.0, description="save cost (s)", style=_STYLE, layout=_LAYOUT,
-            continuous_update=False,
-        )
-        self.mtbf_h = _log_slider(theory.WORKED_EXAMPLE_MTBF_S / 3600.0, 0.25, 200.0, "job MTBF (hours)")
-        self.restart_min = W.FloatSlider(
-            value=0.0, min=0.0, max=120.0, step=1.0, description="restart (min)", style=_STYLE, layout=_LAYOUT,
-            continuous_update=False,
-        )
+        self.interval_min = log_slider(120.0, 1.0, 720.0, "checkpoint every (min)")
+        self.save_s = choice_slider(SAVE_COSTS_S, 0.0, "save cost (s)")
+        self.mtbf_h = log_slider(theory.WORKED_EXAMPLE_MTBF_S / 3600.0, 0.25, 200.0, "job MTBF (hours)")
+        self.restart_min = choice_slider(RESTARTS_MIN, 0.0, "restart (min)")
         self.simulate_button = W.Button(description="simulate this interval", icon="play")
         self.headline = big_number("goodput")
         self.facts = W.HTML()
@@ -346,14 +327,13 @@ class CheckpointCalculator:
     """
 
     def __init__(self, devices: int = 4096, device_mtbf_years: float = 5.0, save_s: float = 30.0, restart_min: float = 10.0):
-        style = {"description_width": "200px"}
-        self.devices = W.BoundedIntText(value=devices, min=1, max=10_000_000, description="devices", style=style)
+        self.devices = W.BoundedIntText(value=devices, min=1, max=10_000_000, description="devices")
         self.device_mtbf_years = W.BoundedFloatText(
-            value=device_mtbf_years, min=0.001, max=10_000.0, description="per-device MTBF (years)", style=style
+            value=device_mtbf_years, min=0.001, max=10_000.0, description="per-device MTBF (years)"
         )
-        self.save_s = W.BoundedFloatText(value=save_s, min=0.0, max=1e6, description="blocking save (s)", style=style)
+        self.save_s = W.BoundedFloatText(value=save_s, min=0.0, max=1e6, description="blocking save (s)")
         self.restart_min = W.BoundedFloatText(
-            value=restart_min, min=0.0, max=1e5, description="restart + reload (min)", style=style
+            value=restart_min, min=0.0, max=1e5, description="restart + reload (min)"
         )
         self.output = W.HTML()
         for control in (self.devices, self.device_mtbf_years, self.save_s, self.restart_min):
