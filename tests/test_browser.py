@@ -1,5 +1,15 @@
-"""End to end in a real browser: `make lab` opens chapter 1, every cell runs, the charts draw
-offline, and the panel's slider and Run button drive a new real experiment.
+"""End to end in a real browser: every chapter and lab in JupyterLab as `make lab` opens it, read as
+a reader reads it.
+
+For each notebook: before Run, the committed static figures are drawn; then every cell runs (SMOKE
+sizes) and the notebook is read at two window widths (tools/labdriver.py, WIDTHS: 1000 px with the
+file browser open, where the output area is about 570 px, and 1400 px). At each width nothing may be
+in the reader's way: no widget label, read-out or button whose text overflows its box, no chart or
+legend wider than its output area, no chart that drew nothing, no formula MathJax failed on, no
+dialog or notification over the notebook, no request that leaves the machine. A screenshot of every
+panel at both widths is saved (GOODPUTLAB_SCREENSHOTS=folder keeps them; the docs' full-size ones
+come from tools/panel_shots.py). Chapter 1's panel is also driven: a value typed into a read-out,
+Run, a new real experiment.
 
 Needs Chromium (Debian's `chromium`; `.ci/run` installs it). Without it the test is skipped,
 unless GOODPUTLAB_REQUIRE_BROWSER=1 (set by CI), where a missing browser is a failure.
@@ -7,81 +17,95 @@ unless GOODPUTLAB_REQUIRE_BROWSER=1 (set by CI), where a missing browser is a fa
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
-import shutil
-import socket
-import subprocess
-import time
-import urllib.request
+import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT
-from goodputlab.notebook import METRICS_MIMETYPE
+
+sys.path.insert(0, str(ROOT / "tools"))
+import labdriver  # noqa: E402  (tools/labdriver.py)
 
 pytestmark = pytest.mark.notebooks
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-TOKEN = "goodputlab-test-token"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+#: what a reader opens: every chapter, every lab's exercise notebook and the workshop dashboard, a
+#: chapter and a lab in turn (a chapter's run is the longer; see Ahead)
+_CHAPTERS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "book").glob("[0-9]*.ipynb"))
+_LABS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "labs").glob("*.ipynb"))
+READER_NOTEBOOKS = [rel for pair in itertools.zip_longest(_CHAPTERS, _LABS) for rel in pair if rel]
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    if CHROMIUM is None:
+    if labdriver.CHROMIUM is None:
         if os.environ.get("GOODPUTLAB_REQUIRE_BROWSER") == "1":
             pytest.fail("GOODPUTLAB_REQUIRE_BROWSER=1 but no chromium on PATH")
         pytest.skip("no chromium on PATH (apt-get install chromium)")
-    # a copy of the book and the labs: the browser's autosave must not touch the repo
-    root = tmp_path_factory.mktemp("lab")
-    for folder in ("book", "labs"):
-        shutil.copytree(ROOT / folder, root / folder, ignore=shutil.ignore_patterns("_build", ".ipynb_checkpoints"))
-    # JupyterLab draws only the cells near the viewport (windowing); the test reads the whole notebook
-    settings = root / "jupyter-config" / "lab" / "user-settings" / "@jupyterlab" / "notebook-extension"
-    settings.mkdir(parents=True)
-    (settings / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
-    port = _free_port()
-    env = {**os.environ, "GOODPUTLAB_SMOKE": "1", "JUPYTER_CONFIG_DIR": str(root / "jupyter-config")}
-    lab_args = (
-        f"--no-browser --port={port} --ServerApp.ip=127.0.0.1 --ServerApp.token={TOKEN} "
-        "--LabApp.expose_app_in_browser=True"
-    )
-    proc = subprocess.Popen(
-        # `make lab` as the README runs it, served from the copy's root instead of the repository's
-        ["make", "--no-print-directory", "-C", str(ROOT), "lab", f"LAB_ROOT={root}", f"LAB_ARGS={lab_args}"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/api/status?token={TOKEN}", timeout=2)
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                out = proc.stdout.read().decode(errors="replace") if proc.poll() is not None else ""
-                try:
-                    os.killpg(proc.pid, 9)
-                except ProcessLookupError:
-                    pass
-                pytest.fail(f"JupyterLab did not start:\n{out[-3000:]}")
-            time.sleep(0.5)
-    yield url
-    os.killpg(proc.pid, 15)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, 9)
+    with labdriver.LabServer(tmp_path_factory.mktemp("lab"), env={"GOODPUTLAB_SMOKE": "1"}) as server:
+        yield server
 
 
-KERNEL = "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel"
+@pytest.fixture(scope="module")
+def browser(lab):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=labdriver.CHROMIUM, args=labdriver.CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+class Ahead:
+    """Opens and runs the notebooks the session will test in their order, keeping the next one
+    running in its own page while the current one is read: the kernels' runs wait on sleeps and
+    launches as much as on the cores, so two at a time finish sooner than one after another."""
+
+    def __init__(self, browser, lab, order: list[str]):
+        self.browser, self.lab, self.order = browser, lab, order
+        self.readers: dict[str, labdriver.Reader] = {}
+
+    def _start(self, rel: str) -> None:
+        if rel not in self.readers:
+            reader = labdriver.Reader(self.browser, self.lab, width=labdriver.WIDTHS[0])
+            self.readers[rel] = reader
+            reader.open(rel)
+            # before Run: the committed outputs are static figures (no widget view to fail without its state)
+            _check_static_figures(reader.page, rel)
+            reader.start_all()
+
+    def take(self, rel: str) -> labdriver.Reader:
+        """The reader of ``rel``, its run started; the next notebook of the order is started too."""
+        self._start(rel)
+        later = self.order[self.order.index(rel) + 1:] if rel in self.order else []
+        if later:
+            try:
+                self._start(later[0])
+            except Exception:  # its own test reports it
+                self.readers.pop(later[0], None)
+        return self.readers.pop(rel)
+
+    def close(self) -> None:
+        for reader in self.readers.values():
+            reader.page.close()
+
+
+@pytest.fixture(scope="module")
+def ahead(request, lab, browser):
+    order = [item.callspec.params["rel"] for item in request.session.items
+             if getattr(item, "originalname", "") == "test_notebook_reads_well_in_jupyterlab"]
+    runner = Ahead(browser, lab, order)
+    yield runner
+    runner.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    folder = os.environ.get("GOODPUTLAB_SCREENSHOTS")
+    return Path(folder) if folder else tmp_path_factory.mktemp("screenshots")
 
 
 def _png_outputs(rel: str) -> int:
@@ -102,109 +126,103 @@ def _check_static_figures(page, rel: str) -> None:
     for bad in ("Error displaying widget", "Loading widget", "GOODPUTLAB_METRICS", "Cannot display"):
         assert bad not in text, f"{rel}: {bad!r} in the notebook"
 
-LAST_CELL_RECORDED = f"""() => {{
-  const cells = window.jupyterapp.shell.currentWidget.content.widgets.filter(c => c.model.type === 'code');
-  const outputs = cells[cells.length - 1].model.outputs;
-  for (let i = 0; i < outputs.length; i++) {{
-    if ('{METRICS_MIMETYPE}' in outputs.get(i).data) return true;
-  }}
-  return false;
-}}"""
 
-RUN_IN_KERNEL = f"""async (code) => {{
-  const future = {KERNEL}.requestExecute({{code}});
-  let out = "";
-  future.onIOPub = (msg) => {{ if (msg.header.msg_type === "stream") out += msg.content.text; }};
-  await future.done;
-  return out;
-}}"""
+def _drive_chapter_1(reader: labdriver.Reader) -> None:
+    """Type a new checkpoint interval into the panel's read-out, press Run: a new real experiment."""
+    page = reader.page
+    readout = page.locator(".widget-hslider", has_text="checkpoint every").locator(".widget-readout")
+    readout.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.type("10")
+    page.keyboard.press("Enter")
+    page.locator("button.widget-button", has_text="Run").click()
+    # the kernel runs the click's experiment first, then this request
+    out = reader.run_in_kernel("print(len(panel.history), panel.result.config.ckpt_every, panel.status.value)")
+    runs, ckpt_every, status = out.split(maxsplit=2)
+    assert (int(runs), int(ckpt_every), status.strip()) == (2, 10, "done")
+    page.wait_for_function("[...document.querySelectorAll('.widget-html')].some(e => e.innerText.includes('goodput'))",
+                           timeout=30_000)
+    assert "identical final model: True" in page.evaluate("document.querySelector('.jp-Notebook').textContent")
 
 
-def test_chapter_1_in_jupyterlab(lab, tmp_path):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"],
-        )
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        # the server's front page opens chapter 1 (`make lab`'s default), with labs/ beside book/
-        page.goto(f"{lab}/?token={TOKEN}")
-        assert page.url.split("?")[0].endswith("/lab/tree/book/01_what_is_goodput.ipynb"), page.url
-        for folder in ("book", "labs"):
-            urllib.request.urlopen(f"{lab}/api/contents/{folder}?token={TOKEN}", timeout=10)
-        page.wait_for_function(
-            f"() => {{ try {{ return {KERNEL}.status === 'idle'; }} catch (e) {{ return false; }} }}",
-            timeout=180_000,
-        )
-        # before Run: the committed outputs are static figures (no widget view to fail without its state)
-        _check_static_figures(page, "book/01_what_is_goodput.ipynb")
-        page.evaluate("window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')")
-        page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-        # the last cell records the metrics: an output no reader sees, so look for it in the model
-        page.wait_for_function(LAST_CELL_RECORDED, timeout=600_000)
-
-        # every chart drew offline: vega-embed put a canvas or an svg in each
-        page.wait_for_function("document.querySelectorAll('.vega-embed canvas, .vega-embed svg').length >= 5", timeout=60_000)
-        body = page.inner_text("body")
+@pytest.mark.parametrize("rel", READER_NOTEBOOKS)
+def test_notebook_reads_well_in_jupyterlab(rel, ahead, shots):
+    reader = ahead.take(rel)
+    try:
+        reader.wait_done()
+        stem = Path(rel).with_suffix("").as_posix().replace("/", "-")
+        panels = 0
+        for width in labdriver.WIDTHS:
+            reader.resize(width)
+            problems = reader.problems()
+            assert not problems, f"{rel} at {width} px:\n" + "\n".join(map(str, problems))
+            panels = len(reader.screenshot_panels(shots, f"{stem}-{width}px"))
+        body = reader.page.inner_text("body")
         assert "GOODPUTLAB_METRICS" not in body, "the tests' metrics are in the reader's way"
         assert "has not been properly enabled" not in body
-        # every output is in the page (cells out of view are skipped by innerText, not by textContent)
-        notebook_text = page.evaluate("document.querySelector('.jp-Notebook').textContent")
-        assert "identical final model: True" in notebook_text
-        # nothing covers the notebook: the news feed question is switched off by `make lab`
-        assert "official Jupyter news" not in body
-        page.screenshot(path=str(tmp_path / "chapter1.png"), full_page=True)
-
-        # drive the panel like a reader: type a new checkpoint interval, press Run
-        readout = page.locator(".widget-hslider", has_text="checkpoint every").locator(".widget-readout")
-        readout.click()
-        page.keyboard.press("Control+A")
-        page.keyboard.type("10")
-        page.keyboard.press("Enter")
-        page.locator("button.widget-button", has_text="Run").click()
-        # the kernel runs the click's experiment first, then this request
-        out = page.evaluate(RUN_IN_KERNEL, "print(len(panel.history), panel.result.config.ckpt_every, panel.status.value)")
-        runs, ckpt_every, status = out.split(maxsplit=2)
-        assert (int(runs), int(ckpt_every), status.strip()) == (2, 10, "done")
-        page.wait_for_function(
-            "[...document.querySelectorAll('.widget-html')].some(e => e.innerText.includes('goodput'))", timeout=30_000
-        )
-        page.screenshot(path=str(tmp_path / "chapter1-after-run.png"), full_page=False)
-        browser.close()
-        shots = os.environ.get("GOODPUTLAB_SCREENSHOTS")
-        if shots:
-            Path(shots).mkdir(parents=True, exist_ok=True)
-            for f in tmp_path.glob("*.png"):
-                shutil.copy(f, Path(shots) / f.name)
-    assert not [e for e in errors if "vega" in e.lower() or "altair" in e.lower()], errors
+        assert "official Jupyter news" not in body  # `make lab` switches the news feed off
+        if rel == "book/01_what_is_goodput.ipynb":
+            assert panels == 1
+            _drive_chapter_1(reader)
+            assert not reader.problems(), "after a second run"
+        reader.close_notebook()
+    finally:
+        reader.page.close()
+    assert not reader.outside, f"requests left the machine: {reader.outside[:5]}"
+    assert not [e for e in reader.errors if "vega" in e.lower() or "altair" in e.lower()], reader.errors
 
 
-def test_chapter_without_a_kernel_shows_static_figures(lab):
+def test_chapter_without_a_kernel_shows_static_figures(lab, browser):
     """A committed chapter read in JupyterLab with no kernel: its figures are there, no widget error,
     and the test plumbing is collapsed."""
-    from playwright.sync_api import sync_playwright
-
     rel = "book/02_failures_at_scale.ipynb"
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"],
-        )
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(f"{lab}/lab/tree/{rel}?token={TOKEN}")
-        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget "
-                               "&& window.jupyterapp.shell.currentWidget.context.isReady", timeout=120_000)
-        # no kernel: shut down whatever JupyterLab started for the notebook
-        page.evaluate("async () => { await window.jupyterapp.shell.currentWidget.sessionContext.shutdown(); }")
-        page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.sessionContext.session", timeout=60_000)
-        _check_static_figures(page, rel)
-        collapsed = page.evaluate("window.jupyterapp.shell.currentWidget.node"
-                                  ".querySelectorAll('.jp-InputArea.lm-mod-hidden, .jp-Cell .jp-InputPlaceholder').length")
-        assert collapsed >= 3, "the parameters, SMOKE and metrics cells are collapsed"
-        browser.close()
+    reader = labdriver.Reader(browser, lab)
+    page = reader.page
+    page.goto(f"{lab.url}/lab/tree/{rel}?token={labdriver.TOKEN}&reset")
+    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget "
+                           "&& window.jupyterapp.shell.currentWidget.context.isReady", timeout=120_000)
+    # no kernel: shut down whatever JupyterLab started for the notebook
+    page.evaluate("async () => { await window.jupyterapp.shell.currentWidget.sessionContext.shutdown(); }")
+    page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.sessionContext.session", timeout=60_000)
+    _check_static_figures(page, rel)
+    collapsed = page.evaluate("window.jupyterapp.shell.currentWidget.node"
+                              ".querySelectorAll('.jp-InputArea.lm-mod-hidden, .jp-Cell .jp-InputPlaceholder').length")
+    assert collapsed >= 3, "the parameters, SMOKE and metrics cells are collapsed"
+    # the committed figures fit the output area at the narrow width too
+    reader.resize(labdriver.WIDTHS[0])
+    wide = [p for p in reader.problems() if p.kind == "too-wide"]
+    page.close()
+    assert not wide, "\n".join(map(str, wide))
+
+
+def test_the_reader_checks_catch_what_they_look_for(lab, browser):
+    """The checks can fail: a cut-off label, a chart wider than its output area, a broken formula and
+    a dialog over the notebook are each reported."""
+    reader = labdriver.Reader(browser, lab, width=labdriver.WIDTHS[0])
+    try:
+        reader.open("book/10_your_cluster.ipynb")
+        code = ("import ipywidgets as W, altair as alt\n"
+                "from IPython.display import display, Markdown\n"
+                "display(W.IntSlider(description='a description far too long for its box', style={'description_width': '40px'}))\n"
+                "alt.JupyterChart.enable_offline()\n"
+                "display(alt.JupyterChart(alt.Chart(alt.InlineData(values=[{'x': 1}])).mark_point().encode(x='x:Q')"
+                ".properties(width=900)))\n"
+                "display(Markdown('$\\\\frac{1}$ and $\\\\badmacro$'))\n")
+        page = reader.page
+        page.evaluate("""(code) => {
+            const nb = window.jupyterapp.shell.currentWidget.content;
+            nb.activeCellIndex = nb.widgets.length - 1;
+            window.jupyterapp.commands.execute('notebook:insert-cell-below');
+            nb.activeCell.model.sharedModel.setSource(code);
+            return window.jupyterapp.commands.execute('notebook:run-cell');
+        }""", code)
+        page.wait_for_function("() => document.querySelectorAll('mjx-merror, .vega-embed svg').length > 0", timeout=60_000)
+        reader.settle()
+        page.evaluate("() => { window.jupyterapp.commands.execute('help:about'); }")  # a dialog over the notebook
+        page.wait_for_selector(".jp-Dialog", timeout=30_000)
+        kinds = {p.kind for p in reader.problems()}
+        assert {"overflow", "too-wide", "dialog"} <= kinds, kinds
+        assert "math" in kinds, kinds
+        reader.close_notebook()
+    finally:
+        reader.page.close()
