@@ -232,21 +232,31 @@ class Reader:
             timeout=timeout_s * 1000,
         )
 
-    def start_all(self) -> None:
-        """Start running every cell from the top (outputs cleared first) and return at once:
-        :meth:`wait_done` waits for the end, so another notebook can run meanwhile."""
+    def start_all(self, upto: int | None = None) -> None:
+        """Start running the cells from the top (outputs cleared first), every one or those up to cell
+        index ``upto``, and return at once: :meth:`wait_done` waits for the end, so another notebook
+        can run meanwhile."""
         self._started = time.monotonic()
         self.page.evaluate("window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')")
-        self.page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        if upto is None:
+            self.page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+            return
+        self.page.evaluate(
+            """(last) => {
+                window.jupyterapp.shell.currentWidget.content.activeCellIndex = last;
+                window.jupyterapp.commands.execute('notebook:run-all-above');
+                window.jupyterapp.commands.execute('notebook:run-cell');
+            }""", upto)
 
-    def wait_done(self, timeout_s: float = 600.0) -> float:
-        """Wait until the cells :meth:`start_all` started have run; seconds since the start. Raises on
-        a cell that failed."""
+    def wait_done(self, timeout_s: float = 600.0, upto: int | None = None) -> float:
+        """Wait until the cells :meth:`start_all` started (or those up to cell index ``upto``) have
+        run; seconds since the start. Raises on a cell that failed."""
+        last = -1 if upto is None else upto
         # done: no cell waits or runs (prompt [*]) and the kernel is idle; a failed cell stops the run
         self.page.wait_for_function(
             f"""() => {{
               const nb = window.jupyterapp.shell.currentWidget.content;
-              const code = nb.widgets.filter(c => c.model.type === 'code');
+              const code = nb.widgets.filter((c, i) => c.model.type === 'code' && ({last} < 0 || i <= {last}));
               const busy = code.some(c => c.model.executionState === 'running' || c.promptNode.textContent.includes('*'));
               const failed = code.some(c => [...Array(c.model.outputs.length).keys()]
                                             .some(i => c.model.outputs.get(i).type === 'error'));
