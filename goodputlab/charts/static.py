@@ -21,11 +21,14 @@ import base64
 import html
 import re
 import struct
+import textwrap
 import zlib
 from typing import Any, Iterable
 
 import altair as alt
 import traitlets
+
+from .fit import MAX_WIDTH_PX
 
 #: pixels per CSS pixel of the static figures: crisp on high-density screens and in print
 SCALE = 1.5
@@ -174,6 +177,10 @@ def stack_png(parts: Iterable[Any], scale: float = SCALE) -> bytes:
 
     def flush():
         if pending:
+            # text as wide as a chart at most (charts.fit): longer lines wrap at words
+            wrapped = [(line, size, bold) for text, size, bold in pending
+                       for line in (textwrap.wrap(text, max(20, int(MAX_WIDTH_PX / (size * 0.55)))) or [""])]
+            pending[:] = wrapped
             frag, h = _text_svg(pending, 0)
             blocks.append((frag, 8 + max(len(t) * s * 0.55 for t, s, _ in pending), h))
             pending.clear()

@@ -55,9 +55,7 @@ def panel_static_parts(widget: W.Widget) -> list:
         if isinstance(w, PanelStyle):
             return
         if isinstance(w, PanelNote):
-            import textwrap
-
-            shown.extend((line, 12, False) for line in textwrap.wrap(_strip_tags(w.value), 100))
+            shown.append((_strip_tags(w.value), 12, False))  # stack_png wraps it to the figure's width
             return
         if isinstance(w, W.Box):
             for child in w.children:
@@ -79,8 +77,8 @@ def panel_static_parts(widget: W.Widget) -> list:
 
     walk(widget)
     lines, line = [], ""
-    for s in settings:  # wrap the settings into lines of about 110 characters
-        if line and len(line) + len(s) > 110:
+    for s in settings:  # wrap the settings into lines of about 84 characters (560 px), between settings
+        if line and len(line) + len(s) > 84:
             lines.append(line)
             line = ""
         line = f"{line}  |  {s}" if line else s
