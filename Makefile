@@ -153,7 +153,7 @@ test-fast: $(TEST_STAMP)
 # Every chapter and lab executed at full size (not SMOKE), in place: the outputs readers see, with
 # static figures, the test plumbing hidden and a caption naming the run and the machine
 # (tools/execute_notebooks.py). NB=book/02_failures_at_scale.ipynb regenerates one.
-NB ?= $(sort $(wildcard book/[0-9]*.ipynb)) $(sort $(wildcard labs/[0-9]*.ipynb)) $(sort $(wildcard labs/solutions/[0-9]*.ipynb))
+NB ?= $(sort $(wildcard book/[0-9]*.ipynb)) $(sort $(wildcard labs/[0-9]*.ipynb)) labs/dashboard.ipynb $(sort $(wildcard labs/solutions/[0-9]*.ipynb))
 notebooks: $(TEST_STAMP)
 	env -u GOODPUTLAB_SMOKE $(BIN)/python tools/execute_notebooks.py --full $(NB)
 

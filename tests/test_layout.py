@@ -145,3 +145,26 @@ def test_every_panel_is_arranged_when_displayed():
     assert layout.PANEL_CLASS in view.widget._dom_classes
     # the chapter's worked example is on the save-cost slider's stops
     assert panel.save_s.value == 0 and 60 in [v for _, v in panel.save_s.options]
+
+
+# --- the docs' screenshots -------------------------------------------------------------------
+def test_every_panel_has_its_screenshot_in_the_docs():
+    """docs/panels/ (tools/panel_shots.py) shows every panel of every chapter and lab, each image
+    listed in its README; a new panel without a screenshot fails here."""
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import panel_shots
+
+    index = (ROOT / "docs" / "panels" / "README.md").read_text()
+    expected = []
+    for rel in panel_shots.notebooks_with_panels():
+        for _, panel in panel_shots.panel_cells(rel):
+            assert hasattr(gl.widgets, panel), f"{rel}: {panel} is not a panel of gl.widgets"
+            name = f"{rel.split('/')[0]}-{rel.split('/')[-1].removesuffix('.ipynb')}-{panel}.png"
+            expected.append(name)
+            assert (ROOT / "docs" / "panels" / name).is_file(), f"no screenshot of {panel} in {rel}"
+            assert f"]({name})" in index, f"docs/panels/README.md does not show {name}"
+    assert len(expected) >= 17  # the chapters' panels, chapter 10's and lab 10's capstone, the dashboard
