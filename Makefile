@@ -131,18 +131,24 @@ figures: $(BOOK_STAMP)
 
 # Everything, in two parts. First the unit and end-to-end tests with every notebook under papermill:
 # the tests that measure runs have the cores to themselves. Then nbval on the committed notebooks
-# beside the JupyterLab browser test (tests/test_browser.py): both run notebooks in SMOKE mode and
-# assert nothing about timing, so they share the cores (the browser's log follows nbval's). Every
-# part runs even when one fails; the target fails if any did.
-NBVAL := --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg book labs
+# beside the tests in a real browser (JupyterLab, the dashboard in Voila, the website): they run
+# notebooks in SMOKE mode or read pages and assert nothing about timing, so they share the cores
+# (the browser tests' log follows nbval's). Every part runs even when one fails; the target fails
+# if any did.
+# nbval on the notebooks that mark cells for it (# NBVAL_CHECK_OUTPUT: the chapters); the labs mark
+# none, so nbval would only run them again (papermill runs every lab and solution, the browser test
+# every lab)
+NBVAL_NOTEBOOKS = $(shell grep -l NBVAL_CHECK_OUTPUT book/*.ipynb labs/*.ipynb labs/solutions/*.ipynb)
+NBVAL = --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg $(NBVAL_NOTEBOOKS)
+BROWSER_TESTS := tests/test_browser.py tests/test_dashboard_browser.py tests/test_site.py
 test: $(TEST_STAMP)
 	@set +e; export GOODPUTLAB_SMOKE=1; \
-	$(BIN)/python -m pytest tests --ignore=tests/test_browser.py $(PYTEST_ARGS); unit=$$?; \
+	$(BIN)/python -m pytest tests $(addprefix --ignore=,$(BROWSER_TESTS)) $(PYTEST_ARGS); unit=$$?; \
 	log=$$(mktemp); \
-	$(BIN)/python -m pytest tests/test_browser.py $(PYTEST_ARGS) > $$log 2>&1 & browser=$$!; \
+	$(BIN)/python -m pytest $(BROWSER_TESTS) $(PYTEST_ARGS) > $$log 2>&1 & browser=$$!; \
 	$(BIN)/python -m pytest $(NBVAL) $(PYTEST_ARGS); nbval=$$?; \
 	wait $$browser; browser=$$?; \
-	echo "=== tests/test_browser.py (run beside nbval) ==="; cat $$log; rm -f $$log; \
+	echo "=== the browser tests ($(BROWSER_TESTS)), run beside nbval ==="; cat $$log; rm -f $$log; \
 	echo "make test: unit and papermill exit $$unit, nbval $$nbval, browser $$browser"; \
 	[ $$unit -eq 0 ] && [ $$nbval -eq 0 ] && [ $$browser -eq 0 ]
 

@@ -600,10 +600,11 @@ CHECKS_PER_LAB = {"01": 4, "02": 5, "03": 5, "04": 5, "05": 4, "06": 5, "07": 5,
 
 
 def _cells(path) -> list[tuple[str, str]]:
-    """The notebook's cells as (kind, source), without the launch link (tools/launch_links.py: it names the file)."""
+    """The notebook's cells as (kind, source), without the launch link (tools/launch_links.py: it names the
+    file) and the run's caption (tools/execute_notebooks.py: it names the run's date and seconds)."""
     nb = json.loads(path.read_text())
     return [(c["cell_type"], "".join(c["source"])) for c in nb["cells"]
-            if "launch-link" not in c.get("metadata", {}).get("tags", [])]
+            if not {"launch-link", "run-caption"} & set(c.get("metadata", {}).get("tags", []))]
 
 
 def test_every_lab_has_a_solution_and_checks():

@@ -243,9 +243,7 @@ class _Supervision:
             self.clock.continue_from(read_events(out / "events.jsonl"))
         self.watchdog = HeartbeatWatchdog(config.resolved_hang_timeout())
         self.injector = Injector(config, out, self.ev, PRESETS[config.model].state_bytes)
-        # a standby only where a failure can come: a run with neither an MTBF nor planned kills never needs one
-        can_fail = config.mtbf > 0 or bool(config.kill_at_steps)
-        self.spare = HotSpare(self.launch_standby, self.ev) if config.hot_spare and can_fail else None
+        self.spare = HotSpare(self.launch_standby, self.ev) if config.hot_spare else None
         self.failures = 0
         self.completed, self.reason = False, ""
         self.proc: subprocess.Popen | None = None
