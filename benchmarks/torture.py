@@ -23,7 +23,9 @@ Checks, per run and in total (``--json`` prints them): ``kills`` (and ``kills_du
 ``kills_during_restore``: where the kill landed, read back from the event log: the killed worker's
 last phase, or a background save in flight), ``damaged_files``, ``bit_exact`` (the final
 ``final_state_sha256`` equals a failure-free run's), ``bad_resumes`` (a restore from a checkpoint
-damaged before it and not written again since: must be 0), ``leftover_tmp_files`` (temporaries
+damaged before the restore began and not written again since: must be 0; a damage the killer finished
+only after the next worker had begun restoring, which a loaded machine makes happen, is counted as
+``damaged_while_restoring`` instead: that restore may have read the file whole), ``leftover_tmp_files`` (temporaries
 in the run folder, RAM tiers in ``/dev/shm``), ``orphan_processes`` (processes of the run alive
 after the command returned).
 """
@@ -85,6 +87,7 @@ class Killer(threading.Thread):
         self.pids: dict[int, int] = {}
         self.events: list[dict] = []
         self.cursor = 0  # events before it were seen by a wait
+        self.t0: float | None = None  # the run's start on the monotonic clock (events' t counts from it)
 
     def _poll(self, tail: EventTail) -> list[dict]:
         new = tail.poll()
@@ -119,6 +122,9 @@ class Killer(threading.Thread):
             return False
         if b"goodputlab.engine.worker" not in cmdline or str(self.out).encode() not in cmdline:
             return False  # gone (and perhaps its pid reused)
+        args = cmdline.split(b"\0")
+        if self.t0 is None and b"--t0" in args:
+            self.t0 = float(args[args.index(b"--t0") + 1])
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -163,8 +169,16 @@ class Killer(threading.Thread):
                 self._damage(delay["t"])
             live += 1
 
+    def _done_at(self, fallback: float) -> float:
+        """Now, on the event log's clock: when a damage was complete (a restore that started before it
+        may have read the file whole)."""
+        return time.monotonic() - self.t0 if self.t0 is not None else fallback
+
     def _damage(self, t: float) -> None:
-        """One file of a random committed checkpoint (or the RAM tier's current slot), damaged."""
+        """One file of a random committed checkpoint (or the RAM tier's current slot), damaged.
+
+        ``t`` is when the supervisor began its wait; the damage is booked when it is done, which on a
+        loaded machine can be after the next worker has already restored."""
         how = self.rng.choice(("flip", "truncate", "delete"))
         if self.memory and self.rng.random() < 0.5:
             tiers = sorted(Path("/dev/shm").glob(f"goodputlab-mem-{self.supervisor_pid}-*"))
@@ -177,7 +191,7 @@ class Killer(threading.Thread):
                     return
                 f = tiers[0] / f"slot-{slot}.data"
                 self._hurt(f, "flip")
-                self.damage.append({"t": t, "step": step, "tier": "memory", "file": f.name, "how": "flip"})
+                self.damage.append({"t": self._done_at(t), "step": step, "tier": "memory", "file": f.name, "how": "flip"})
                 return
         ckpts = sorted((self.out / "ckpt").glob("step-*"))
         if not ckpts:
@@ -188,7 +202,7 @@ class Killer(threading.Thread):
             return
         f = self.rng.choice(files)
         self._hurt(f, how)
-        self.damage.append({"t": t, "step": int(c.name.split("-")[1]), "tier": "disk", "file": f.name, "how": how})
+        self.damage.append({"t": self._done_at(t), "step": int(c.name.split("-")[1]), "tier": "disk", "file": f.name, "how": how})
 
     def _hurt(self, f: Path, how: str) -> None:
         try:
@@ -231,11 +245,16 @@ def where_kills_landed(events: list[dict]) -> tuple[int, int]:
 
 
 def bad_resumes(events: list[dict], damage: list[dict]) -> int:
-    """Restores that used a checkpoint damaged before them and not written again since."""
+    """Restores that used a checkpoint damaged before they began and not written again since.
+
+    A damage done while a restore was already reading is not counted: the restore may have read the
+    file whole before it (its checks see what it read; ``bit_exact`` judges the result)."""
     bad = 0
     for r in (e for e in events if e["kind"] == "restored"):
+        began = max((e["t"] for e in events if e["kind"] == "restore" and e["attempt"] == r["attempt"] and e["t"] <= r["t"]),
+                    default=r["t"])
         for d in damage:
-            if d["step"] != r["ckpt_step"] or d["t"] > r["t"] or d["tier"] != r.get("source"):
+            if d["step"] != r["ckpt_step"] or d["t"] > began or d["tier"] != r.get("source"):
                 continue
             rewritten = any(
                 c["kind"] == "ckpt_commit" and c.get("ckpt_step") == d["step"] and d["t"] < c["t"] < r["t"]
@@ -245,6 +264,17 @@ def bad_resumes(events: list[dict], damage: list[dict]) -> int:
             if not rewritten:
                 bad += 1
     return bad
+
+
+def damaged_while_restoring(events: list[dict], damage: list[dict]) -> int:
+    """Damages done to a checkpoint while a restore that went on to use it was already reading (not a
+    bad resume: counted to show how late a loaded machine lets the damage land)."""
+    late = 0
+    for r in (e for e in events if e["kind"] == "restored"):
+        began = max((e["t"] for e in events if e["kind"] == "restore" and e["attempt"] == r["attempt"] and e["t"] <= r["t"]),
+                    default=r["t"])
+        late += sum(1 for d in damage if d["step"] == r["ckpt_step"] and d["tier"] == r.get("source") and began < d["t"])
+    return late
 
 
 def leftovers(out: Path, supervisor_pid: int) -> list[str]:
@@ -297,6 +327,7 @@ def torture(strategy: str, kills: int, steps: int, ref: str, work: Path, seed: i
         "damaged_files": len(killer.damage),
         "skipped_as_damaged": sum(1 for e in events if e["kind"] == "ckpt_invalid"),
         "bad_resumes": bad_resumes(events, killer.damage),
+        "damaged_while_restoring": damaged_while_restoring(events, killer.damage),
         "bit_exact": bool(summary) and summary["final_state_sha256"] == ref,
         "leftover_tmp_files": leftovers(out, proc.pid),
         "orphan_processes": orphans(out),
@@ -327,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
             if not args.json:
                 print(f"{s:<7} kills {r['kills']:>3} (in a save {r['kills_during_save']:>3}, in a restore "
                       f"{r['kills_during_restore']:>2})  damaged {r['damaged_files']:>2} (skipped {r['skipped_as_damaged']:>2})"
-                      f"  bad resumes {r['bad_resumes']}  bit-exact {r['bit_exact']}  leftovers {len(r['leftover_tmp_files'])}"
+                      f"  bad resumes {r['bad_resumes']} (late damage {r['damaged_while_restoring']})  bit-exact {r['bit_exact']}  leftovers {len(r['leftover_tmp_files'])}"
                       f"  orphans {len(r['orphan_processes'])}  {r['seconds']:.0f} s", flush=True)
     finally:
         if not args.keep:
@@ -339,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         "damaged_files": sum(r["damaged_files"] for r in runs),
         "bit_exact": all(r["bit_exact"] for r in runs),
         "bad_resumes": sum(r["bad_resumes"] for r in runs),
+        "damaged_while_restoring": sum(r["damaged_while_restoring"] for r in runs),
         "leftover_tmp_files": sum(len(r["leftover_tmp_files"]) for r in runs),
         "orphan_processes": sum(len(r["orphan_processes"]) for r in runs),
         "runs": runs,
