@@ -61,6 +61,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "Recorder": (".engine.recorder", "Recorder"),
     "recorded_run": (".engine.recorded", "recorded_run"),
     "recorded_runs": (".engine.recorded", "recorded_runs"),
+    "scratch_dir": (".engine.scratch", "scratch_dir"),
     # the theory
     "young_interval": (".theory", "young_interval"),
     "daly_interval": (".theory", "daly_interval"),

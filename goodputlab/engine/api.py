@@ -75,11 +75,19 @@ class RunResult:
         return "```\n" + self.table() + "\n```"
 
 
+_SCRATCH: Path | None = None
+
+
 def default_out_dir() -> Path:
-    """A fresh directory for a run's files under the system's temporary directory."""
-    root = Path(tempfile.gettempdir()) / "goodputlab-runs"
-    root.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=time.strftime("run-%Y%m%d-%H%M%S-"), dir=root))
+    """A fresh directory for a run's files, in this process's scratch folder under the system's
+    temporary directory (``goodputlab-runs/goodputlab-<pid>-.../``), which is removed when the
+    process (a notebook's kernel) exits: see :mod:`goodputlab.engine.scratch`."""
+    global _SCRATCH
+    from .scratch import scratch_dir
+
+    if _SCRATCH is None or not _SCRATCH.is_dir():
+        _SCRATCH = scratch_dir("goodputlab-", parent=Path(tempfile.gettempdir()) / "goodputlab-runs")
+    return Path(tempfile.mkdtemp(prefix=time.strftime("run-%Y%m%d-%H%M%S-"), dir=_SCRATCH))
 
 
 def run(
@@ -94,7 +102,8 @@ def run(
 
     Pass a :class:`RunConfig`, or its fields as keywords (``steps=400,
     ckpt_every=50, mtbf=4, ...``; the same names as the CLI's flags). ``out`` is
-    the directory for the run's files (a fresh temporary one by default; an existing
+    the directory for the run's files (by default a fresh temporary one, removed when this Python
+    process exits; an existing
     one must be empty or hold an earlier goodputlab run, or ``overwrite=True`` must
     be set, see :mod:`goodputlab.engine.run_dir`). ``resume``: continue the run in ``out``
     from its newest valid checkpoint.

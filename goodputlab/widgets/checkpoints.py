@@ -11,6 +11,7 @@ from typing import Any
 import altair as alt
 import ipywidgets as W
 
+from ..engine.scratch import scratch_dir
 from ..experiments import strategy_compare as sc
 from ..engine.api import RunResult
 from ..charts.checkpoints import goodput_vs_interval
@@ -50,7 +51,7 @@ class CheckpointPanel:
     ):
         self.fixed = {"steps": steps, **fixed}
         RunConfig(**self.fixed)  # fail now on a bad fixed setting
-        self.out_root = Path(out_root) if out_root else Path(tempfile.mkdtemp(prefix="goodputlab-ckpt-panel-"))
+        self.out_root = Path(out_root) if out_root else scratch_dir("goodputlab-ckpt-panel-")
         self.save_costs: dict[str, dict[str, float]] = {m: dict(c) for m, c in (save_costs or {}).items()}
         self.restart_s: dict[str, float] = {}  # per model, from runs with failures
         self.step_s: dict[str, float] = {}  # per model: seconds of training per step, from runs

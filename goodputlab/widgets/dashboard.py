@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from ..checkpoints import registry
 from ..engine.api import RunResult
 from ..engine.config import RunConfig
 from ..engine.recorded import nearest_recorded, recorded_run, recorded_runs
+from ..engine.scratch import scratch_dir
 from ..errors import ConfigError
 from ..experiments.data_stall import predict_stall_for
 from ..experiments.interval_sweep import measure_timings
@@ -116,7 +116,7 @@ class WorkshopDashboard:
                  **fixed: Any):
         self.fixed = {"threads": DEFAULTS["threads"], "seed": DEFAULTS["seed"], **fixed, "steps": steps}
         RunConfig(**self.fixed)  # fail now on a bad fixed setting, not at the first click
-        self.out_root = Path(out_root) if out_root else Path(tempfile.mkdtemp(prefix="goodputlab-dashboard-"))
+        self.out_root = Path(out_root) if out_root else scratch_dir("goodputlab-dashboard-")
         self.strategy = W.Dropdown(options=registry.names(), value=DEFAULTS["ckpt"], description="checkpoint strategy")
         self.ckpt_every = interval_slider(DEFAULTS["ckpt_every"], max(10, steps), off=True)
         self.mtbf = float_slider(DEFAULTS["mtbf"], 0.0, 30.0, 0.5, "MTBF (s, 0 = none)")

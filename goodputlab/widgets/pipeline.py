@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import altair as alt
 import ipywidgets as W
 
+from ..engine.scratch import scratch_dir
 from ..experiments.data_stall import loop_stats, predict_stall_for
 from ..theory import data_stall as P
 from ..engine.api import RunResult
@@ -39,7 +39,7 @@ class PipelinePanel:
         self.zoom_s = zoom_s
         self.fixed = {"steps": steps, "ckpt_every": 0, **fixed}
         RunConfig(**self.fixed)  # fail now on a bad fixed setting, not at the first click
-        self.out_root = Path(out_root) if out_root else Path(tempfile.mkdtemp(prefix="goodputlab-pipeline-panel-"))
+        self.out_root = Path(out_root) if out_root else scratch_dir("goodputlab-pipeline-panel-")
         self.io_latency_ms = float_slider(40.0, 0.0, 200.0, 5.0, "storage latency (ms)")
         self.io_jitter = float_slider(0.5, 0.0, 2.0, 0.1, "latency jitter (CV)")
         self.transform_ms = float_slider(5.0, 0.0, 60.0, 1.0, "transform (ms CPU)")

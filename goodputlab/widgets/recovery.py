@@ -4,7 +4,6 @@ whether it ended with the same model."""
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from ..charts.restarts import loss_around_restart
 from ..charts.runs import breakdown
 from ..engine.api import RunResult, run
 from ..engine.config import RunConfig
+from ..engine.scratch import scratch_dir
 from ..experiments import recovery as rx
 from ..recovery.modes import FAILURE_MODES, LOADER_DEATH
 from ..recovery.omit import OMITTABLE
@@ -38,7 +38,7 @@ class RecoveryRunPanel:
                  reference: RunResult | None = None, **fixed: Any):
         self.fixed = {"steps": steps, "kill_at_steps": kill_at_steps, **fixed}
         RunConfig(**self.fixed)  # fail now on a bad fixed setting
-        self.out_root = Path(out_root) if out_root else Path(tempfile.mkdtemp(prefix="goodputlab-recovery-panel-"))
+        self.out_root = Path(out_root) if out_root else scratch_dir("goodputlab-recovery-panel-")
         self.reference: RunResult | None = reference  # the failure-free run of the same job, if one was made
         self.result: RunResult | None = None
         self.history: list[dict[str, Any]] = []

@@ -3,7 +3,6 @@ a Run button that runs a short real experiment, and charts that redraw."""
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import ipywidgets as W
 from .. import charts
 from ..engine.api import RunResult
 from ..engine.config import RunConfig
+from ..engine.scratch import scratch_dir
 from .common import (LEDGER_NOTE, PanelNote, RunControls, big_number, chart_widget, forget_old_runs, set_big_number,
                      show_panel)
 from .layout import float_slider
@@ -32,7 +32,7 @@ class RunPanel:
     def __init__(self, steps: int = 200, out_root: str | Path | None = None, **fixed: Any):
         self.fixed = {"steps": steps, **fixed}
         RunConfig(**self.fixed)  # fail now on a bad fixed setting, not at the first click
-        self.out_root = Path(out_root) if out_root else Path(tempfile.mkdtemp(prefix="goodputlab-panel-"))
+        self.out_root = Path(out_root) if out_root else scratch_dir("goodputlab-panel-")
         self.ckpt_every = W.IntSlider(value=25, min=0, max=max(10, steps), step=5, description="checkpoint every (steps)")
         self.mtbf = float_slider(3.0, 0.0, 20.0, 0.5, "MTBF (s, 0 = none)")
         self.workers = W.IntSlider(value=0, min=0, max=4, description="loader workers")

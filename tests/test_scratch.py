@@ -1,0 +1,92 @@
+"""Scratch folders (goodputlab.engine.scratch): a notebook's run files go when its kernel does, and
+those of a kernel that was killed go with the next one's first folder. Real processes, real kills."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT
+from goodputlab.engine.scratch import MARKER, scratch_dir, sweep
+
+MAKE = "from goodputlab.engine.scratch import scratch_dir; import sys; print(scratch_dir('goodputlab-t-', sys.argv[1]), flush=True)"
+
+
+def _python(code: str, *args: str, **kw) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, text=True, env=env, **kw)
+
+
+def test_a_scratch_folder_goes_when_its_process_exits(tmp_path):
+    p = _python(MAKE + "; import pathlib; pathlib.Path(sys.argv[1], 'seen').touch()", str(tmp_path))
+    out, _ = p.communicate(timeout=60)
+    made = tmp_path / out.strip().rsplit("/", 1)[1]
+    assert p.returncode == 0
+    assert made.name.startswith(f"goodputlab-t-{p.pid}-")
+    assert not made.exists()  # removed at exit
+    assert (tmp_path / "seen").exists()  # the parent is left alone
+
+
+def test_the_folder_of_a_killed_process_goes_with_the_next_folder(tmp_path):
+    p = _python(MAKE + "; import time; time.sleep(600)", str(tmp_path))
+    made = tmp_path / p.stdout.readline().strip().rsplit("/", 1)[1]
+    (made / "ckpt.pt").write_bytes(b"x" * 1000)
+    mark = json.loads((made / MARKER).read_text())
+    assert mark["pid"] == p.pid
+    mine = scratch_dir("goodputlab-t-", tmp_path)  # its process is alive: kept
+    assert made.exists() and mine.exists()
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(timeout=30)
+    assert made.exists()  # a kill runs no clean-up
+    other = tmp_path / "goodputlab-not-scratch"  # no marker: not ours to judge
+    other.mkdir()
+    assert sweep(tmp_path) == [made]
+    assert not made.exists() and mine.exists() and other.exists()
+
+
+def test_a_reused_process_number_does_not_keep_a_folder(tmp_path):
+    d = tmp_path / "goodputlab-t-1-abc"
+    d.mkdir()
+    # this process's number, but another start time: the process that made it is gone
+    (d / MARKER).write_text(json.dumps({"pid": os.getppid(), "started": "0"}))
+    if not os.path.exists(f"/proc/{os.getppid()}/stat"):
+        pytest.skip("no /proc: start times unknown here")
+    assert sweep(tmp_path) == [d]
+
+
+def test_the_prefix_must_be_one_the_sweep_finds(tmp_path):
+    with pytest.raises(ValueError, match="starts with 'goodputlab'"):
+        scratch_dir("my-job-", tmp_path)
+
+
+def test_a_python_run_without_out_leaves_nothing_after_the_process(tmp_path):
+    code = ("import goodputlab as gl, sys; r = gl.run(steps=3, threads=1, progress=False);"
+            "print(r.out); assert (r.out / 'summary.json').exists()")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.strip().splitlines()[-1]
+    assert out.startswith(str(tmp_path / "goodputlab-runs" / "goodputlab-"))
+    time.sleep(0.1)
+    assert not os.path.exists(out)
+    assert list((tmp_path / "goodputlab-runs").iterdir()) == []
+
+
+def test_a_kernels_scratch_folder_goes_when_the_kernel_shuts_down(tmp_path):
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(f"import goodputlab as gl\nprint(gl.scratch_dir('goodputlab-k-', {str(tmp_path)!r}))")]
+    NotebookClient(nb, kernel_name="python3", timeout=120, resources={"metadata": {"path": str(ROOT)}}).execute()
+    made = nb.cells[0].outputs[0]["text"].strip()
+    assert made.startswith(str(tmp_path / "goodputlab-k-"))
+    for _ in range(50):  # the kernel's process exits just after the shutdown reply
+        if not os.path.exists(made):
+            break
+        time.sleep(0.1)
+    assert not os.path.exists(made)
