@@ -166,19 +166,18 @@ class Killer(threading.Thread):
                 return
             delay = self._wait_for(tail, lambda e: e["kind"] in ("restart_delay", "spawn", "handover", "end"), 10)
             if delay is not None and delay["kind"] == "restart_delay" and self.rng.random() < self.damage_prob:
-                self._damage(delay["t"])
+                self._damage()
             live += 1
 
-    def _done_at(self, fallback: float) -> float:
-        """Now, on the event log's clock: when a damage was complete (a restore that started before it
-        may have read the file whole)."""
-        return time.monotonic() - self.t0 if self.t0 is not None else fallback
+    def _done_at(self) -> float:
+        """Now, on the event log's clock (a damage follows a kill, which read the worker's ``--t0``)."""
+        return time.monotonic() - self.t0
 
-    def _damage(self, t: float) -> None:
+    def _damage(self) -> None:
         """One file of a random committed checkpoint (or the RAM tier's current slot), damaged.
 
-        ``t`` is when the supervisor began its wait; the damage is booked when it is done, which on a
-        loaded machine can be after the next worker has already restored."""
+        The damage is booked when it is done, not when the supervisor began its wait: on a loaded
+        machine that can be after the next worker has begun restoring."""
         how = self.rng.choice(("flip", "truncate", "delete"))
         if self.memory and self.rng.random() < 0.5:
             tiers = sorted(Path("/dev/shm").glob(f"goodputlab-mem-{self.supervisor_pid}-*"))
@@ -191,7 +190,7 @@ class Killer(threading.Thread):
                     return
                 f = tiers[0] / f"slot-{slot}.data"
                 self._hurt(f, "flip")
-                self.damage.append({"t": self._done_at(t), "step": step, "tier": "memory", "file": f.name, "how": "flip"})
+                self.damage.append({"t": self._done_at(), "step": step, "tier": "memory", "file": f.name, "how": "flip"})
                 return
         ckpts = sorted((self.out / "ckpt").glob("step-*"))
         if not ckpts:
@@ -202,7 +201,7 @@ class Killer(threading.Thread):
             return
         f = self.rng.choice(files)
         self._hurt(f, how)
-        self.damage.append({"t": self._done_at(t), "step": int(c.name.split("-")[1]), "tier": "disk", "file": f.name, "how": how})
+        self.damage.append({"t": self._done_at(), "step": int(c.name.split("-")[1]), "tier": "disk", "file": f.name, "how": how})
 
     def _hurt(self, f: Path, how: str) -> None:
         try:
@@ -244,6 +243,12 @@ def where_kills_landed(events: list[dict]) -> tuple[int, int]:
     return in_save, in_restore
 
 
+def _restore_began(events: list[dict], restored: dict) -> float:
+    """When the restore that ended in the ``restored`` event began (its attempt's ``restore`` event)."""
+    return max((e["t"] for e in events if e["kind"] == "restore" and e["attempt"] == restored["attempt"]
+                and e["t"] <= restored["t"]), default=restored["t"])
+
+
 def bad_resumes(events: list[dict], damage: list[dict]) -> int:
     """Restores that used a checkpoint damaged before they began and not written again since.
 
@@ -251,8 +256,7 @@ def bad_resumes(events: list[dict], damage: list[dict]) -> int:
     file whole before it (its checks see what it read; ``bit_exact`` judges the result)."""
     bad = 0
     for r in (e for e in events if e["kind"] == "restored"):
-        began = max((e["t"] for e in events if e["kind"] == "restore" and e["attempt"] == r["attempt"] and e["t"] <= r["t"]),
-                    default=r["t"])
+        began = _restore_began(events, r)
         for d in damage:
             if d["step"] != r["ckpt_step"] or d["t"] > began or d["tier"] != r.get("source"):
                 continue
@@ -271,8 +275,7 @@ def damaged_while_restoring(events: list[dict], damage: list[dict]) -> int:
     bad resume: counted to show how late a loaded machine lets the damage land)."""
     late = 0
     for r in (e for e in events if e["kind"] == "restored"):
-        began = max((e["t"] for e in events if e["kind"] == "restore" and e["attempt"] == r["attempt"] and e["t"] <= r["t"]),
-                    default=r["t"])
+        began = _restore_began(events, r)
         late += sum(1 for d in damage if d["step"] == r["ckpt_step"] and d["tier"] == r.get("source") and began < d["t"])
     return late
 

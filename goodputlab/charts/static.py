@@ -33,6 +33,13 @@ from .fit import MAX_WIDTH_PX
 #: pixels per CSS pixel of the static figures: crisp on high-density screens and in print
 SCALE = 1.5
 PNG = "image/png"
+#: the width of a character of the figures' text, as a share of its font size (an average, for wrapping)
+CHAR_WIDTH_EM = 0.55
+
+
+def chars_per_line(size: int) -> int:
+    """How many characters of text at font size ``size`` fit the width of a chart (``charts.fit``)."""
+    return max(20, int(MAX_WIDTH_PX / (size * CHAR_WIDTH_EM)))
 
 
 def _spec(chart: alt.TopLevelMixin | dict) -> dict:
@@ -178,11 +185,10 @@ def stack_png(parts: Iterable[Any], scale: float = SCALE) -> bytes:
     def flush():
         if pending:
             # text as wide as a chart at most (charts.fit): longer lines wrap at words
-            wrapped = [(line, size, bold) for text, size, bold in pending
-                       for line in (textwrap.wrap(text, max(20, int(MAX_WIDTH_PX / (size * 0.55)))) or [""])]
-            pending[:] = wrapped
+            pending[:] = [(line, size, bold) for text, size, bold in pending
+                          for line in (textwrap.wrap(text, chars_per_line(size)) or [""])]
             frag, h = _text_svg(pending, 0)
-            blocks.append((frag, 8 + max(len(t) * s * 0.55 for t, s, _ in pending), h))
+            blocks.append((frag, 8 + max(len(t) * s * CHAR_WIDTH_EM for t, s, _ in pending), h))
             pending.clear()
 
     for part in parts:

@@ -75,10 +75,12 @@ def panel_static_parts(widget: W.Widget) -> list:
             if text:
                 settings.append(text)
 
+    from ..charts.static import chars_per_line
+
     walk(widget)
     lines, line = [], ""
-    for s in settings:  # wrap the settings into lines of about 84 characters (560 px), between settings
-        if line and len(line) + len(s) > 84:
+    for s in settings:  # wrap the settings into lines as wide as a chart, between settings
+        if line and len(line) + len(s) > chars_per_line(12):
             lines.append(line)
             line = ""
         line = f"{line}  |  {s}" if line else s
