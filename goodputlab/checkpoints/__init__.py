@@ -8,7 +8,8 @@
 - :mod:`~goodputlab.checkpoints.background`: the writer thread of the strategies that persist later.
 - :mod:`~goodputlab.checkpoints.registry` and :mod:`~goodputlab.checkpoints.strategies`: the
   strategies (sync, async, dcp, memory), one file each, and how one plugs into a run.
-- :mod:`~goodputlab.checkpoints.ram_tier`: the memory strategy's RAM tier.
+- :mod:`~goodputlab.checkpoints.ram_tier`: the memory strategy's RAM tier, written and read;
+  :mod:`~goodputlab.checkpoints.ram_tier_layout`: where it lives, its owner, its slots' layout.
 - :mod:`~goodputlab.checkpoints.dcp_layout`: reading the dcp strategy's files safely.
 - :mod:`~goodputlab.checkpoints.safe_unpickle`: the allow-lists every pickle passes.
 - :mod:`~goodputlab.checkpoints.restore`: the newest valid state, RAM tier first.

@@ -3,7 +3,10 @@
 - :mod:`~goodputlab.engine.config`: :class:`RunConfig`, everything that defines a run (each
   field declared once: default, rule, help; the CLI's ``run`` flags are generated from it).
 - :mod:`~goodputlab.engine.api`: :func:`run`, :class:`RunResult`, :func:`load_run`.
-- :mod:`~goodputlab.engine.supervisor`: launches the worker, kills it at failure times, relaunches it.
+- :mod:`~goodputlab.engine.supervisor`: ``run_supervised``, the entry point: it hands a run to
+  :mod:`~goodputlab.engine.supervision` (one worker, killed at failure times and relaunched) or
+  :mod:`~goodputlab.engine.torchrun_supervision` (ranks under torchrun); a worker's process, its log
+  and its exit: :mod:`~goodputlab.engine.launch`.
 - :mod:`~goodputlab.engine.worker`: one attempt, ``python -m goodputlab.engine.worker``: resume,
   then the training loop.
 - :mod:`~goodputlab.engine.events`: the event log every process appends to (the source of truth).
