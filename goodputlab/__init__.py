@@ -89,11 +89,23 @@ _API: dict[str, tuple[str, str | None]] = {
 }
 
 
+#: the names through which a notebook gets a RunResult (a run, a recording, an experiment's runs, a
+#: panel's): handing one out first names the charts that draw it (the engine does not import them)
+_GIVES_RUNS = {"run", "load_run", "RunResult", "recorded_run", "recorded_runs", "measure_timings",
+               "experiments", "charts", "widgets", "labs"}
+
+
+def _run_charts():
+    return importlib.import_module(".charts.runs", __name__)
+
+
 def __getattr__(name: str):
     try:
         module, attribute = _API[name]
     except KeyError:
         raise AttributeError(f"module 'goodputlab' has no attribute {name!r}") from None
+    if name in _GIVES_RUNS:
+        importlib.import_module(".engine.api", __name__).draw_runs_with(_run_charts)
     loaded = importlib.import_module(module, __name__)
     value = loaded if attribute is None else getattr(loaded, attribute)
     globals()[name] = value  # later lookups skip __getattr__

@@ -26,14 +26,15 @@ its own layer and the ones below, never one above:
 
 Two further rules: charts, widgets and the command line are imported only by the book
 layer, the command line and the public API; and ``torch`` is imported only in
-:data:`TORCH_MODULES`. One upward edge is part of the rule, not an exception to it:
-notebook-facing methods (:data:`NOTEBOOK_FACING`: a ``RunResult`` draws itself) may import
-charts inside the method, never at module level.
+:data:`TORCH_MODULES`. There is no exception: no edge of the whole graph goes up, so no cycle
+runs through the layers either (a ``RunResult`` draws through a small protocol,
+``engine.api.RunCharts``, that the public API fills with ``charts.runs``).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -142,11 +143,6 @@ TORCH_MODULES = {
 FACING = ("goodputlab.charts", "goodputlab.widgets", "goodputlab.cli")
 FACING_USERS = ("goodputlab.charts", "goodputlab.widgets", "goodputlab.labs", "goodputlab.notebook", "goodputlab.cli")
 
-#: Modules with notebook-facing methods that draw with :mod:`goodputlab.charts` (imported inside them).
-NOTEBOOK_FACING = {
-    "goodputlab.engine.api": "RunResult.timeline_chart(), breakdown_chart(), loss_chart() draw the run",
-}
-
 #: Packages that load their submodules by a name known only at run time (the strategies, by the
 #: name a run asks for): they may import any of their submodules, and the graph says so.
 DYNAMIC_LOADERS = ("goodputlab.checkpoints.strategies",)
@@ -188,15 +184,6 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
             for child in node.body:
                 skipped.update(id(n) for n in ast.walk(child))
     return skipped
-
-
-def module_level_imports(module: str) -> set[str]:
-    """What ``module`` imports at module level (outside functions), as :func:`imports_of` names them."""
-    path = MODULES[module]
-    tree = ast.parse(path.read_text(), str(path))
-    top = ast.Module(body=[n for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))],
-                     type_ignores=[])
-    return imports_of(module, top)
 
 
 def imports_of(module: str, tree: ast.AST | None = None) -> set[str]:
@@ -293,32 +280,39 @@ def test_no_import_cycles():
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
-def _drawing_edge(source: str, target: str) -> bool:
-    """A notebook-facing method importing charts inside itself (the one upward edge the rule allows)."""
-    return source in NOTEBOOK_FACING and target.startswith("goodputlab.charts")
-
-
 def test_imports_go_only_downwards():
-    wrong = [
-        f"{s} (layer {layer_of(s)}) imports {t} (layer {layer_of(t)})"
-        for s, t in _edges()
-        if layer_of(t) > layer_of(s) and not _drawing_edge(s, t)
-    ]
+    wrong = [f"{s} (layer {layer_of(s)}) imports {t} (layer {layer_of(t)})" for s, t in _edges() if layer_of(t) > layer_of(s)]
     assert not wrong, "imports against the layering:\n" + "\n".join(wrong)
 
 
-def test_notebook_facing_methods_import_charts_only_when_called():
-    for module in NOTEBOOK_FACING:
-        assert any(_drawing_edge(module, t) for t in GRAPH[module]), f"{module} no longer draws: drop it from NOTEBOOK_FACING"
-        assert not any(t.startswith(FACING) for t in module_level_imports(module)), module
+def test_the_layers_form_no_cycle():
+    """The whole graph folded onto its layers: every edge stays in its layer or goes down, with no
+    exception (a method that draws included), so no chain of imports comes back up."""
+    layer_edges = {(layer_of(s), layer_of(t)) for s, t in _edges() if layer_of(s) != layer_of(t)}
+    assert all(low < high for high, low in layer_edges), sorted(layer_edges)
+
+
+def test_a_run_result_draws_through_the_protocol_the_public_api_fills():
+    code = (
+        "import sys, goodputlab as gl\n"
+        "name = next(iter(gl.recorded_runs()))\n"  # handing out runs names the charts that draw them
+        "r = gl.recorded_run(name)\n"
+        "assert 'goodputlab.charts' not in sys.modules  # named, not loaded: the first chart loads them\n"
+        "assert r.timeline_chart().to_dict() and r.breakdown_chart().to_dict() and r.loss_chart().to_dict()\n"
+        "assert 'goodputlab.charts.runs' in sys.modules\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    alone = (  # the engine alone names no charts: a clear error, not an import of the book layer
+        "from goodputlab.engine.recorded import recorded_run, recorded_runs\n"
+        "recorded_run(next(iter(recorded_runs()))).timeline_chart()\n"
+    )
+    r = subprocess.run([sys.executable, "-c", alone], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode != 0 and "draws with goodputlab.charts" in r.stderr, r.stderr
 
 
 def test_charts_widgets_and_the_cli_are_imported_only_by_what_faces_the_reader():
-    wrong = [
-        f"{s} imports {t}"
-        for s, t in _edges()
-        if t.startswith(FACING) and not (s == "goodputlab" or s.startswith(FACING_USERS) or _drawing_edge(s, t))
-    ]
+    wrong = [f"{s} imports {t}" for s, t in _edges() if t.startswith(FACING) and not (s == "goodputlab" or s.startswith(FACING_USERS))]
     assert not wrong, "\n".join(wrong)
 
 
@@ -363,3 +357,40 @@ def test_import_goodputlab_loads_nothing_until_asked():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+# --- the house: small modules, every one on the map ------------------------------------------------
+MAX_MODULE_LINES = 500
+ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
+
+
+def test_no_module_is_over_500_lines():
+    long = {str(p.relative_to(ROOT)): n for p in MODULES.values() if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"split these along their seams (at most {MAX_MODULE_LINES} lines a module): {long}"
+
+
+def _named_in_the_map(relative: str, rows: list[str]) -> bool:
+    """``relative`` (``engine/config.py``) is named when a module-map row gives its path, or gives a
+    sibling's path first and then its file name (`` `serving/kv.py`, `engine.py` ``); ``labNN`` names
+    the labs' numbered modules."""
+    folder, _, name = relative.rpartition("/")
+    for row in rows:
+        first = row.split("|")[1]
+        if f"`{relative}`" in first:
+            return True
+        if folder and f"`{folder}/" in first and f"`{name}`" in first:
+            return True
+        if re.fullmatch(r"labs/lab\d\d\.py", relative) and "`labs/labNN.py`" in first:
+            return True
+    return False
+
+
+def test_every_module_is_named_in_the_architecture_map():
+    """docs/ARCHITECTURE.md's module map has a row for every module (a package's ``__init__`` is
+    described by its own docstring, and the map's row for the package's modules)."""
+    text = ARCHITECTURE.read_text()
+    rows = [line for line in text[text.index("## Module map"):].splitlines() if line.startswith("| `")]
+    modules = [str(p.relative_to(PACKAGE)) for p in MODULES.values()]
+    missing = [m for m in modules if not m.endswith("/__init__.py") and not _named_in_the_map(m, rows)]
+    assert not missing, f"give these a row in docs/ARCHITECTURE.md's module map: {missing}"
+    assert not _named_in_the_map("engine/no_such_module.py", rows)  # the check can fail

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from .config import RunConfig
 from ..errors import RunFileError
@@ -21,9 +22,39 @@ from .supervisor import Progress, run_supervised
 SUMMARY_MAX_BYTES = 64 << 20
 
 
+class RunCharts(Protocol):
+    """What draws a :class:`RunResult` (:mod:`goodputlab.charts.runs` is one): each returns an Altair chart."""
+
+    def timeline(self, ledger: Ledger, **kwargs: Any) -> Any: ...
+
+    def breakdown(self, summary: dict[str, Any], **kwargs: Any) -> Any: ...
+
+    def loss_curve(self, rows: list[dict[str, Any]], **kwargs: Any) -> Any: ...
+
+
+_charts_source: Callable[[], RunCharts] | None = None
+
+
+def draw_runs_with(source: Callable[[], RunCharts]) -> None:
+    """Name what draws every :class:`RunResult`'s charts: ``source()`` returns a :class:`RunCharts`,
+    called when a chart is drawn. The engine imports nothing of the book layer; the public API
+    (``import goodputlab as gl``) names :mod:`goodputlab.charts.runs` when it hands out a run."""
+    global _charts_source
+    _charts_source = source
+
+
+def _run_charts() -> RunCharts:
+    if _charts_source is None:
+        raise RuntimeError(
+            "RunResult draws with goodputlab.charts, which nothing has named here: get runs through "
+            "`import goodputlab as gl` (it names them), or call goodputlab.engine.api.draw_runs_with"
+        )
+    return _charts_source()
+
+
 @dataclass
 class RunResult:
-    """A finished run: its summary, raw events and ledger, with charts of them."""
+    """A finished run: its summary, raw events and ledger, with charts of them (drawn by :class:`RunCharts`)."""
 
     out: Path
     summary: dict[str, Any]
@@ -57,19 +88,16 @@ class RunResult:
         return breakdown_table(self.summary)
 
     def timeline_chart(self, **kwargs):
-        from .. import charts
-
-        return charts.timeline(self.ledger, **kwargs)
+        """The run as a timeline: a strip per attempt, failures marked (an Altair chart)."""
+        return _run_charts().timeline(self.ledger, **kwargs)
 
     def breakdown_chart(self, **kwargs):
-        from .. import charts
-
-        return charts.breakdown(self.summary, **kwargs)
+        """Seconds per ledger category (an Altair chart)."""
+        return _run_charts().breakdown(self.summary, **kwargs)
 
     def loss_chart(self, **kwargs):
-        from .. import charts
-
-        return charts.loss_curve(self.per_step(), **kwargs)
+        """The loss of every step execution, the lost ones marked (an Altair chart)."""
+        return _run_charts().loss_curve(self.per_step(), **kwargs)
 
     def _repr_markdown_(self) -> str:
         return "```\n" + self.table() + "\n```"
@@ -135,8 +163,15 @@ def run(
     finally:
         if bar is not None:
             bar.close()
+    warning = (summary.get("restart_vs_mtbf") or {}).get("warning")
+    if warning:  # one line: the CLI prints it as "goodputlab run: warning: ...", a notebook shows it
+        warnings.warn(warning, RestartCostWarning, stacklevel=2)
     out = Path(out).expanduser().resolve()
     return RunResult(out, summary, read_events(out / "events.jsonl"))
+
+
+class RestartCostWarning(UserWarning):
+    """A run whose restarts cost more than half its MTBF (``summary["restart_vs_mtbf"]``)."""
 
 
 _SUMMARY_FIELDS = {

@@ -15,6 +15,7 @@ from ..engine.scratch import scratch_dir
 from ..experiments import strategy_compare as sc
 from ..engine.api import RunResult
 from ..charts.checkpoints import goodput_vs_interval
+from ..charts.runs import timeline
 from ..checkpoints import registry
 from ..engine.config import RunConfig
 from ..training.workload import PRESETS
@@ -173,7 +174,7 @@ class CheckpointPanel:
             f"{s['config']['ckpt']}: wall {s['wall_s']:.1f} s, {s['failures']} failures, "
             f"checkpoint_save {s['buckets']['checkpoint_save']:.2f} s",
         )
-        self.timeline.chart = self.result.timeline_chart()
+        self.timeline.chart = timeline(self.result.ledger)
         self.status.value = "done" if s["completed"] else f"stopped: {s['stop_reason']}"
 
     def _ipython_display_(self) -> None:

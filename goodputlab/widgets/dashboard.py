@@ -271,7 +271,7 @@ class WorkshopDashboard:
         s = self.result.summary
         set_big_number(self.headline, "goodput", f"{s['goodput']:.1%}",
                        f"measured: wall {s['wall_s']:.1f} s, {s['failures']} failures, {s['checkpoints']} checkpoints")
-        self.timeline.chart = self.result.timeline_chart(width=CHART_WIDTH)
+        self.timeline.chart = charts.timeline(self.result.ledger, width=CHART_WIDTH)
         self._draw_breakdown()
         self.status.value = "done" if s["completed"] else f"stopped: {s['stop_reason']}"
 

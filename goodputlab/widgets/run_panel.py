@@ -109,7 +109,7 @@ class RunPanel:
             f"{s['goodput']:.1%}",
             f"wall {s['wall_s']:.1f} s, {s['failures']} failures, {s['checkpoints']} checkpoints",
         )
-        self.timeline.chart = self.result.timeline_chart()
+        self.timeline.chart = charts.timeline(self.result.ledger)
         self.breakdown.chart = charts.breakdown(dict(self.history))
         self.status.value = "done" if s["completed"] else f"stopped: {s['stop_reason']}"
 
