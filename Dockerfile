@@ -12,7 +12,12 @@
 # input pipeline's worker processes keep their buffers; 2 GB is enough for the large model.
 FROM python:3.11-slim
 
+# make, for `make dashboard` (Voila is in binder/requirements.txt)
+RUN apt-get update && apt-get install -y --no-install-recommends make && rm -rf /var/lib/apt/lists/*
+
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONUNBUFFERED=1
+# the image holds everything the book needs: `make dashboard` and the other targets use it, no .venv
+ENV GOODPUTLAB_ENV=system
 WORKDIR /book
 
 # dependencies first (a layer that survives edits to the chapters): every package at the version

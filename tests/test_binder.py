@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from importlib import metadata
@@ -188,3 +189,18 @@ def test_dockerfile_installs_binders_pins_with_a_cuda_torch(tmp_path):
     assert "RUN bash binder/postBuild" in text
     readme = (ROOT / "README.md").read_text()
     assert "--shm-size" in text and "--shm-size" in readme
+
+
+def test_binder_and_the_image_can_serve_the_dashboard():
+    """Voila is pinned for Binder (and so installed in the Docker image), and there `make dashboard`
+    uses the environment's own tools (GOODPUTLAB_ENV=system, set by binder/start and the Dockerfile)
+    instead of building a .venv."""
+    pins = (ROOT / "binder" / "requirements.txt").read_text()
+    assert re.search(r"^voila==", pins, re.M)
+    assert "GOODPUTLAB_ENV=system" in (ROOT / "binder" / "start").read_text()
+    assert "ENV GOODPUTLAB_ENV=system" in (ROOT / "Dockerfile").read_text()
+    env = {**os.environ, "GOODPUTLAB_ENV": "system"}
+    dry = subprocess.run(["make", "-n", "dashboard"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    assert "pip install" not in dry.stdout and "-m venv" not in dry.stdout  # nothing is installed
+    assert re.search(r"\S*/voila --template=goodputlab", dry.stdout) and ".venv/bin/voila" not in dry.stdout

@@ -46,6 +46,18 @@ def test_optimal_json_has_the_inputs_and_every_optimum(capsys):
     assert data["optima"]["numeric"]["interval_s"] == pytest.approx(theory.optimal_interval_numeric(60, 30, 10000))
 
 
+def test_optimal_warns_when_a_save_costs_more_than_the_mtbf(capsys):
+    assert cli_theory.main(["optimal", "--save-s", "120", "--mtbf-s", "60"]) == 0
+    out, err = capsys.readouterr()
+    (line,) = err.strip().splitlines()  # one line, beside the table
+    assert line.startswith("goodputlab optimal: warning: a save (120 s (2m 0s)) costs more than the MTBF (60 s (1m 0s))")
+    assert "Young (1974)" in out
+    assert cli_theory.main(["optimal", "--save-s", "120", "--mtbf-s", "60", "--json"]) == 0
+    assert "costs more than the MTBF" in json.loads(capsys.readouterr().out)["warning"]
+    assert cli_theory.main(["optimal", "--save-s", "60", "--mtbf-s", "60"]) == 0  # equal: no warning
+    assert capsys.readouterr().err == ""
+
+
 def test_optimal_explains_its_two_goodput_columns(capsys):
     assert cli_theory.main(["optimal", "--save-s", "60", "--mtbf-s", "10000"]) == 0
     out = capsys.readouterr().out

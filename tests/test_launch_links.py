@@ -55,3 +55,16 @@ def test_links_are_up_to_date():
 def test_repository_url_is_read_from_pyproject():
     text = (ROOT / "pyproject.toml").read_text()
     assert f'Repository = "{launch_links.repository_url()}"' in text
+
+
+def test_every_github_address_in_the_docs_is_the_one_setting():
+    """The repository is named once (pyproject's Repository); the README's badge and clone commands
+    and the docs derive from it, so changing the setting and running the tool changes every one."""
+    repo = launch_links.repository_url()
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "labs" / "INSTRUCTOR.md"]:
+        for found in re.findall(r"https://github\.com/[\w.-]+/[\w.-]+", doc.read_text()):
+            if found.split("/")[3] in ("pytorch", "google", "AI-Hypercomputer", "karpathy", "d2l-ai"):
+                continue  # the projects the book cites
+            assert found == repo, f"{doc.name} names {found}, not the repository setting {repo}"
+    readme = (ROOT / "README.md").read_text()
+    assert launch_links.CLONE.search(readme)  # the clone command is one the tool rewrites

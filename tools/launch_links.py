@@ -1,5 +1,6 @@
 """Launch links, built in one place: the Binder badge in the README, the launch link in the first
-cell of every chapter and lab, and the site's launch button (book/conf.py imports this module).
+cell of every chapter and lab, the site's launch button (book/conf.py imports this module), and the
+README's clone commands.
 
     python tools/launch_links.py            # rewrite the links that are out of date
     python tools/launch_links.py --check    # exit 1 and name the files whose links are out of date
@@ -22,6 +23,8 @@ BRANCH = "main"
 #: the cell tag of a notebook's launch link (the site and the tests find it by this tag)
 TAG = "launch-link"
 README_START, README_END = "<!-- launch-links: start -->", "<!-- launch-links: end -->"
+#: a clone command in the README (it must name the repository of pyproject.toml too)
+CLONE = re.compile(r"git clone https://github\.com/[\w.-]+/[\w.-]+ && cd [\w.-]+")
 
 
 def repository_url() -> str:
@@ -92,6 +95,9 @@ def sync_readme(write: bool) -> bool:
     if not pattern.search(text):
         raise SystemExit(f"README.md has no {README_START} ... {README_END} block for the Binder badge")
     new = pattern.sub(lambda _: readme_block(), text)
+    # the clone commands name the same repository
+    repo = repository_url()
+    new = CLONE.sub(lambda _: f"git clone {repo} && cd {repo.rsplit('/', 1)[1]}", new)
     if new == text:
         return False
     if write:

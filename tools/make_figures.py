@@ -14,10 +14,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import nbformat
+from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
 
@@ -33,8 +35,16 @@ def figures_of(path: Path, out: Path, full: bool) -> list[Path]:
     else:
         os.environ["GOODPUTLAB_SMOKE"] = "1"
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=3600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}},
-                   store_widget_state=False).execute()
+    with tempfile.TemporaryDirectory(prefix="goodputlab-kernel-") as sockets:
+        # the kernel talks over local sockets (IPC), not TCP: nothing listens on a port, and ipykernel
+        # has no reason to warn that its TCP traffic is unencrypted
+        km = KernelManager(kernel_name="python3", transport="ipc", ip=str(Path(sockets) / "kernel"))
+        try:
+            NotebookClient(nb, km=km, timeout=3600, resources={"metadata": {"path": str(path.parent)}},
+                           store_widget_state=False).execute()
+        finally:
+            if km.has_kernel:
+                km.shutdown_kernel(now=False)  # the client does not own a kernel it was given: stop it here
     return sorted(out.glob(f"{stem}-[0-9][0-9].*"))
 
 
@@ -49,6 +59,11 @@ def main(argv: list[str]) -> int:
         print(f"make_figures: no notebook {missing[0]}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
+    # a kernel's debugger warns about Python 3.11's frozen modules on every start; nothing here debugs
+    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    size = "full-size runs" if args.full else "small runs (SMOKE); for slides, FULL=1 runs the chapters at full size"
+    print(f"make figures: {len(args.notebooks)} notebook(s), {size}", flush=True)
+    started = time.monotonic()
     total = 0
     for path in args.notebooks:
         t = time.monotonic()
@@ -56,7 +71,9 @@ def main(argv: list[str]) -> int:
         charts = len([f for f in files if f.suffix == ".svg"])
         total += charts
         print(f"{path}: {charts} charts ({time.monotonic() - t:.0f} s)", flush=True)
-    print(f"{total} charts as SVG and PNG in {args.out}/")
+    took = time.monotonic() - started
+    print(f"{total} charts as SVG and PNG in {args.out}/ in {took // 60:.0f} min {took % 60:.0f} s"
+          + ("" if args.full else " (small runs: `make figures FULL=1` draws them from the full-size runs, for slides)"))
     return 0
 
 

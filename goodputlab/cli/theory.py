@@ -158,15 +158,27 @@ def _register_simulate(subparsers: argparse._SubParsersAction) -> None:
     sim.set_defaults(func=run_simulate)
 
 
+def save_warning(save_s: float, mtbf_s: float) -> str | None:
+    """Why the optimum means little when a save costs more than the MTBF (seconds); ``None`` otherwise."""
+    if save_s <= mtbf_s:
+        return None
+    return (f"a save ({_secs(save_s)}) costs more than the MTBF ({_secs(mtbf_s)}): most saves would be cut short by a "
+            "failure, so no interval helps much (Young's and Daly's formulas assume a save far shorter than the MTBF); "
+            "make saves cheaper (--ckpt async or memory in a run) or the job's MTBF longer")
+
+
 def run_optimal(args: argparse.Namespace) -> int:
     """Print Young's, Daly's and the numeric optimum interval with their goodput."""
     save = _value(args, "save_s", _SECONDS)
     mtbf = _value(args, "mtbf_s", _POSITIVE_SECONDS)
     restart = _value(args, "restart_s", _SECONDS)
     optima = _optima(save, restart, mtbf)
+    warning = save_warning(save, mtbf)
+    if warning:  # one line on stderr: the table still prints, but the formulas are past their range
+        print(f"goodputlab optimal: warning: {warning}", file=sys.stderr)
     if args.json:
         inputs = {"save_s": save, "mtbf_s": mtbf, "restart_s": restart}
-        print(json.dumps({"inputs": inputs, "optima": optima}, indent=2))
+        print(json.dumps({"inputs": inputs, "optima": optima, **({"warning": warning} if warning else {})}, indent=2))
         return 0
     print(f"save {_secs(save)}, MTBF {_secs(mtbf)}, restart {_secs(restart)}")
     print(f"{'':<18}{'interval':>22}  {'first-order goodput':>19}  {'Daly goodput':>12}")
