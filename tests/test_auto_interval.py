@@ -94,11 +94,16 @@ def test_auto_interval_retunes_from_measured_saves_and_failures(tmp_path, clean_
         hi = max(0.01, theory.daly_interval(e["save_s"] + half, e["mtbf_s"] + half))
         assert lo - half <= e["interval_s"] <= hi + half, e
         assert e["failures_seen"] == e["attempt"]  # a worker knows the failures before it started
-        # failures strike only while a worker is alive: from a failure to the next launch is not exposed
+        # failures strike only while a worker trains (the train clock): from the start and from each
+        # failure to the next worker's first step (its `exposed` marker) is not exposed; a span still
+        # open at the decision (a worker deciding before its first step) counts once it closes
+        def exposed_after(t):
+            return next(s["t"] for s in events if s["kind"] == "exposed" and s["t"] >= t)
+
         unexposed = sum(
-            next(s["t"] for s in events if s["kind"] == "spawn" and s["t"] >= f["t"]) - f["t"]
-            for f in events
-            if f["kind"] == "failure" and f["t"] < e["t"]
+            exposed_after(f["t"]) - f["t"]
+            for f in [{"t": 0.0}] + [f for f in events if f["kind"] == "failure"]
+            if f["t"] < e["t"] and exposed_after(f["t"]) <= e["t"]
         )
         expected_mtbf = (PRIOR_FAILURES * PRIOR_MTBF_S + e["t"] - unexposed) / (PRIOR_FAILURES + e["attempt"])
         assert e["mtbf_s"] == pytest.approx(expected_mtbf, rel=0.05, abs=0.05)

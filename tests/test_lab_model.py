@@ -74,16 +74,38 @@ def test_long_run_is_daly_plus_the_first_launch():
     # the first launch: M (e^(L/M) - 1).
     tm = RunTimings(compute_s=0.5, save_s=3.0, launch_s=20.0)
     steps, k, mtbf = 1000, 40, 600.0
-    p = predict_run(tm, steps, k, mtbf)
+    p = predict_run(tm, steps, k, mtbf, clock="wall")
     daly = theory.daly_expected_wall_time(steps * 0.5, k * 0.5, 3.0, 20.0, mtbf)
     assert p.wall_s - mtbf * math.expm1(20.0 / mtbf) == pytest.approx(daly, rel=1e-12)
     assert_closes(p)
 
 
+def test_with_the_train_clock_launches_are_never_struck():
+    # The train clock starts at a worker's first step: the launch (L) takes its own time, once, and
+    # a segment of a exposed seconds takes (e^(a/M) - 1)(M + L) with its failures and relaunches
+    # (no e^(L/M): a relaunch is not exposed); the first launch is L, never retried.
+    tm = RunTimings(compute_s=0.5, save_s=3.0, launch_s=20.0)
+    steps, k, mtbf = 1000, 40, 600.0
+    p = predict_run(tm, steps, k, mtbf)  # the default: the lab's runs use the train clock
+    a = k * 0.5 + 3.0
+    assert p.wall_s == pytest.approx(20.0 + steps / k * math.expm1(a / mtbf) * (mtbf + 20.0), rel=1e-12)
+    assert p.buckets["startup"] == pytest.approx(20.0)
+    assert p.failures == pytest.approx(steps / k * math.expm1(a / mtbf), rel=1e-12)
+    assert_closes(p)
+    # the wall clock's launches are exposed: the same run takes longer and fails more
+    wall = predict_run(tm, steps, k, mtbf, clock="wall")
+    assert wall.wall_s > p.wall_s and wall.failures > p.failures
+    # a launch as long as the MTBF (a busy machine's import torch): with the wall clock most failures
+    # strike a worker that is still starting; the train clock's strike only training
+    slow = RunTimings(compute_s=0.01, save_s=0.02, launch_s=4.0, restore_s=0.02)
+    w, tr = predict_run(slow, 400, 50, 4.0, clock="wall"), predict_run(slow, 400, 50, 4.0)
+    assert w.failures > 3 * tr.failures and w.goodput < tr.goodput
+
+
 def test_pause_after_a_kill_is_safe_from_failures():
     # Moving time from the exposed launch to the safe pause raises goodput
-    exposed = predict_run(RunTimings(compute_s=0.02, launch_s=3.0), 400, 20, 8.0)
-    safe = predict_run(RunTimings(compute_s=0.02, launch_s=2.5, relaunch_delay_s=0.5), 400, 20, 8.0)
+    exposed = predict_run(RunTimings(compute_s=0.02, launch_s=3.0), 400, 20, 8.0, clock="wall")
+    safe = predict_run(RunTimings(compute_s=0.02, launch_s=2.5, relaunch_delay_s=0.5), 400, 20, 8.0, clock="wall")
     assert safe.goodput > exposed.goodput
     assert safe.failures < exposed.failures
 
@@ -95,7 +117,7 @@ def test_replay_hand_walked():
     #   killed 2.5 s into steps 4-7 (lost), pause 3                      -> 12 s
     # attempt 2: launch 2, restore 1, steps 4-7 + save, steps 8-9 + save -> 10 s
     tm = RunTimings(compute_s=1.0, save_s=0.5, launch_s=2.0, restore_s=1.0, relaunch_delay_s=3.0)
-    r = replay_run(tm, 10, 4, [1.0, 9.0])
+    r = replay_run(tm, 10, 4, [1.0, 9.0], clock="wall")
     assert r.wall_s == pytest.approx(26.0)
     assert r.failures == 2
     expected = {
@@ -113,11 +135,27 @@ def test_replay_hand_walked():
     assert r.goodput == pytest.approx(10 / 26)
 
 
+def test_replay_hand_walked_with_the_train_clock():
+    # the same run, failures counted from each worker's first step (draws 1 s and 7 s):
+    # attempt 0: launch 2 (never cut short), 1 s of step 0 (lost), pause 3          -> 6 s
+    # attempt 1: launch 2, steps 0-3 + save 4.5, 2.5 s into steps 4-7 (lost), pause 3 -> 12 s
+    # attempt 2: launch 2, restore 1, steps 4-7 + save, steps 8-9 + save              -> 10 s
+    tm = RunTimings(compute_s=1.0, save_s=0.5, launch_s=2.0, restore_s=1.0, relaunch_delay_s=3.0)
+    r = replay_run(tm, 10, 4, [1.0, 7.0])
+    assert r.failures == 2
+    assert r.buckets["startup"] == pytest.approx(2.0)
+    assert r.buckets["lost_work"] == pytest.approx(1.0 + 2.5)
+    assert r.buckets["restart"] == pytest.approx(3 + 2 + 3 + 2)
+    assert r.buckets["checkpoint_restore"] == pytest.approx(1.0)
+    assert r.wall_s == pytest.approx(28.0)
+    assert r.wall_s == pytest.approx(sum(r.buckets.values()))
+
+
 def test_replay_with_each_attempts_own_launch():
     # as above, but attempt 0 launches in 0.5 s: its kill at 1 s lands in training
     # (0.5 s of step 0 lost); attempt 1 launches in 3 s and trains 6 s (4.5 s segment + 1.5 s lost)
     tm = RunTimings(compute_s=1.0, save_s=0.5, launch_s=2.0, restore_s=1.0, relaunch_delay_s=3.0)
-    r = replay_run(tm, 10, 4, [1.0, 9.0], launch_s_by_attempt=[0.5, 3.0])
+    r = replay_run(tm, 10, 4, [1.0, 9.0], launch_s_by_attempt=[0.5, 3.0], clock="wall")
     assert r.buckets["startup"] == pytest.approx(0.5)
     assert r.buckets["lost_work"] == pytest.approx(0.5 + 1.5)
     # attempt 2 has no launch of its own: the mean (2 s)
@@ -129,7 +167,7 @@ def test_replay_killed_during_restore_and_save():
     tm = RunTimings(compute_s=1.0, save_s=0.5, launch_s=2.0, restore_s=1.0, relaunch_delay_s=3.0)
     # attempt 0: steps 0-3 and save (6.5 s), then killed 4.2 s into the second segment's save;
     # attempt 1: killed 0.4 s into its restore; attempt 2 finishes
-    r = replay_run(tm, 8, 4, [2 + 4.5 + 4.2, 2.4])
+    r = replay_run(tm, 8, 4, [2 + 4.5 + 4.2, 2.4], clock="wall")
     assert r.failures == 2
     assert r.buckets["lost_work"] == pytest.approx(4.0)
     assert r.buckets["checkpoint_save"] == pytest.approx(0.5 + 0.2 + 0.5)
@@ -137,15 +175,16 @@ def test_replay_killed_during_restore_and_save():
     assert sum(r.buckets.values()) == pytest.approx(r.wall_s)
 
 
+@pytest.mark.parametrize("clock", ["train", "wall"])
 @pytest.mark.parametrize("ckpt_every", [3, 25, 150])
-def test_replay_averages_to_the_closed_form(ckpt_every):
+def test_replay_averages_to_the_closed_form(ckpt_every, clock):
     # Monte Carlo over random failure times: the mean of replay_run is
     # predict_run's expectation, its spread is predict_run's wall_sd_s.
     rng = np.random.default_rng(ckpt_every)
     mtbf, trials = 8.0, 4000
-    replays = [replay_run(LAB, 400, ckpt_every, rng.exponential(mtbf, size=80)) for _ in range(trials)]
+    replays = [replay_run(LAB, 400, ckpt_every, rng.exponential(mtbf, size=80), clock=clock) for _ in range(trials)]
     walls = np.array([r.wall_s for r in replays])
-    p = predict_run(LAB, 400, ckpt_every, mtbf)
+    p = predict_run(LAB, 400, ckpt_every, mtbf, clock=clock)
     se = walls.std(ddof=1) / math.sqrt(trials)
     assert abs(walls.mean() - p.wall_s) < 4 * se
     assert walls.std(ddof=1) == pytest.approx(p.wall_sd_s, rel=0.08)

@@ -146,20 +146,24 @@ def test_textbook_goodput_uses_the_measured_costs():
     assert got["first_order"] == pytest.approx(0.8 * (1 - waste))
 
 
-def test_real_run_matches_the_replayed_model(tmp_path):
-    # With MTBF 20 s, seed 0 draws 1.28, 0.08 and 19.96 s for the first three
-    # attempts: two kills while the worker is still launching (importing
-    # torch takes longer than 1.3 s), then an attempt with time to finish.
-    # Away from any threshold, so a slow or busy machine cannot change the
-    # story. The model fed with this run's own costs and draws must land on
-    # the measured goodput. (Kills during training are covered by the
-    # hand-walked replays in test_lab_model.py and by the benchmark.)
+@pytest.mark.parametrize("clock", ["train", "wall"])
+def test_real_run_matches_the_replayed_model(tmp_path, clock):
+    # With MTBF 20 s, seed 0 draws 1.28, 0.08 and 19.96 s for the first three exposures.
+    # wall: the clock runs from each launch, so the first two kills strike workers still
+    # launching (importing torch takes longer than 1.3 s), then an attempt has time to finish.
+    # train: the clock runs from each worker's first step, so both kills strike training
+    # (200 steps take longer than 1.3 s, and far less than 20 s, on a quiet or a busy machine).
+    # Away from any threshold, so a slow or busy machine cannot change the story. The model fed
+    # with this run's own costs and draws must land on the measured goodput.
     import goodputlab as gl
 
-    config = RunConfig(steps=60, ckpt_every=10, mtbf=20.0, seed=0, restart_delay=0.1, threads=1)
+    steps = 200 if clock == "train" else 60
+    config = RunConfig(steps=steps, ckpt_every=10, mtbf=20.0, seed=0, restart_delay=0.1, threads=1, failure_clock=clock)
     result = gl.run(config, out=tmp_path / "run", progress=False)
     s = result.summary
     assert s["completed"] and s["failures"] == 2
+    lost = s["buckets"]["lost_work"]
+    assert lost > 0 if clock == "train" else lost == 0  # train: the kills struck training; wall: launches
 
     tm = measure_timings(result.events)
     assert 0.001 < tm.compute_s < 1.0

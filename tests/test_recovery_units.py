@@ -69,6 +69,35 @@ def test_failure_clock_draws_the_supervisors_sequence_one_per_exposure():
     assert clock.due_at_step(31) == 30 and clock.pending_steps == []
 
 
+def test_the_train_clock_starts_at_the_first_step_the_wall_clock_at_the_launch():
+    draw = poisson_failure_rng(3).exponential(5.0)
+    train = FailureClock(seed=3, mtbf=5.0)  # the default
+    assert train.clock == "train"
+    assert train.launched(10.0) is None and not train.due_now(1e12)  # a launch is not exposed
+    assert train.trained(14.0) == 14.0 and train.deadline == pytest.approx(14.0 + draw)
+    assert train.trained(15.0) is None  # only the first step starts it
+    assert train.exposures == 1
+    wall = FailureClock(seed=3, mtbf=5.0, clock="wall")
+    assert wall.launched(10.0) == 10.0 and wall.deadline == pytest.approx(10.0 + draw)
+    assert wall.trained(14.0) is None and wall.exposures == 1
+    with pytest.raises(ValueError, match="failure clock 'launch'"):
+        FailureClock(seed=3, mtbf=5.0, clock="launch")
+
+
+def test_restarts_that_cost_more_than_half_the_mtbf_are_named():
+    from goodputlab.recovery.modes import restart_vs_mtbf, restart_warning
+
+    summary = {"failures": 2, "buckets": {"restart": 5.0, "checkpoint_restore": 1.0, "startup": 3.0}}
+    check = restart_vs_mtbf(summary, 4.0)
+    assert check["restart_s"] == 3.0 and check["ratio"] == 0.75
+    assert "--hot-spare" in check["warning"] and "--mtbf" in check["warning"]
+    assert restart_warning({"restart_vs_mtbf": check}) == check["warning"]
+    assert "warning" not in restart_vs_mtbf(summary, 6.0)  # exactly 0.5: not past it
+    no_failures = restart_vs_mtbf({"failures": 0, "buckets": {"startup": 3.0}}, 10.0)  # a restart launches too
+    assert no_failures["restart_s"] == 3.0 and "warning" not in no_failures
+    assert restart_vs_mtbf(summary, 0.0) is None and restart_warning({}) is None
+
+
 def test_no_random_failures_without_an_mtbf():
     clock = FailureClock(seed=0, mtbf=0)
     assert clock.expose(0.0) == math.inf and not clock.due_now(1e12)

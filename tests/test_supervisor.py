@@ -133,6 +133,10 @@ def test_damaged_newest_checkpoint_is_skipped_on_restart(tmp_path, clean_run):
     restored = [e["ckpt_step"] for e in events if e["kind"] == "restored"]
     assert invalid == [60, 40] and restored == [20]
     assert summary["checkpoints_skipped_invalid"] == 2
+    # CPU bits depend on torch's thread count (its sums split among threads): every worker of both
+    # runs must have used the same count, or a mismatch below says nothing about the resume
+    threads = {e["threads"] for evs in (events, clean_run[1]) for e in evs if e["kind"] == "worker_info"}
+    assert threads == {1} == {summary["threads"], clean_run[0]["threads"]}
     assert summary["final_state_sha256"] == clean_run[0]["final_state_sha256"]
 
 

@@ -53,6 +53,24 @@ def test_run_redraws_charts_and_keeps_history(panel):
     assert len(runs) == 2 and any("ckpt 5" in r for r in runs)
 
 
+def test_the_panel_shows_the_runs_restart_warning(panel):
+    # a launch takes seconds and the MTBF is 1 s: a restart costs more than half of it, and the panel
+    # says so in the same words as the CLI (and gl.run's RestartCostWarning)
+    from goodputlab.engine.api import RestartCostWarning
+    from goodputlab.recovery.modes import restart_warning
+
+    panel.workers.value = 0
+    panel.mtbf.value = 1.0
+    with pytest.warns(RestartCostWarning):
+        result = panel.run_once()
+    warning = restart_warning(result.summary)
+    assert warning and warning in panel.status.value and "--hot-spare" in panel.status.value
+    assert result.summary["restart_vs_mtbf"]["ratio"] > 0.5
+    panel.mtbf.value = 0.0
+    assert "warning" not in panel.run_once().summary.get("restart_vs_mtbf", {})
+    assert "warning" not in panel.status.value
+
+
 def test_bad_fixed_setting_fails_at_construction(tmp_path):
     from goodputlab.errors import ConfigError
 

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..engine import events as E
+from ..recovery.booking import M_EXPOSED
 from ..theory import daly_interval
 
 PRIOR_MTBF_S = 60.0
@@ -76,6 +77,7 @@ class AutoInterval:
     save_cost_weight: float = SAVE_COST_WEIGHT
     failure_times: list[float] = field(default_factory=list)
     unexposed_s: float = 0.0
+    unexposed_since: float | None = None  # an unexposed span still open when the log was read (run time)
     """Seconds of run time in which no worker was alive to fail (from each failure to the next launch)."""
     save_s: float | None = None
     """The save-cost estimate, seconds (``None`` until a save was measured)."""
@@ -136,7 +138,7 @@ class AutoInterval:
 
     # --- what earlier attempts left in the event log -------------------------------------------
     @classmethod
-    def from_event_log(cls, path: Path | str, state_bytes: int = 0, **kwargs) -> AutoInterval:
+    def from_event_log(cls, path: Path | str, state_bytes: int = 0, clock: str | None = None, **kwargs) -> AutoInterval:
         """An estimator primed with the failures and the save costs recorded so far in ``events.jsonl``.
 
         Save costs are the durations of earlier ``ckpt_save`` phases (to the
@@ -148,23 +150,31 @@ class AutoInterval:
             events = E.read_events(path)  # strict: a line that is not an event stops the run with its line number
         except FileNotFoundError:
             events = []
-        return cls.from_events(events, state_bytes=state_bytes, **kwargs)
+        return cls.from_events(events, state_bytes=state_bytes, clock=clock, **kwargs)
 
     @classmethod
-    def from_events(cls, events: list[dict], state_bytes: int = 0, **kwargs) -> AutoInterval:
+    def from_events(cls, events: list[dict], state_bytes: int = 0, clock: str | None = None, **kwargs) -> AutoInterval:
         """:meth:`from_event_log` for events already read (time order), e.g. a distributed job's
-        supervisor and rank 0 together."""
+        supervisor and rank 0 together. ``clock``: the run's failure clock (``"train"``: nothing before
+        a worker's first step is exposed, even before any ``exposed`` marker is written); ``None``: as
+        the markers say."""
         est = cls(state_bytes=state_bytes, **kwargs)
         open_saves: dict[int, float] = {}
-        failed_at: float | None = None  # the last failure not yet followed by a launch
+        # a failure clock starts at its ``exposed`` marker (the train clock: a worker's first step); a
+        # log without markers was written when every clock started at a launch
+        marked = clock == "train" or any(e["kind"] == M_EXPOSED for e in events)
+        failed_at: float | None = 0.0 if marked else None  # unexposed since: the start, or the last failure
         for e in events:
             kind = e["kind"]
             if kind == E.SUP_FAILURE:
                 est.observe_failure(float(e["t"]))
                 failed_at = float(e["t"])
                 open_saves.pop(e["attempt"], None)  # a save cut short by the kill measured nothing
+            elif kind == M_EXPOSED and failed_at is not None:
+                est.observe_unexposed(float(e["t"]) - failed_at)
+                failed_at = None
             elif kind in E.PHASES:
-                if kind == E.SUP_SPAWN and failed_at is not None:
+                if kind == E.SUP_SPAWN and failed_at is not None and not marked:
                     est.observe_unexposed(float(e["t"]) - failed_at)
                     failed_at = None
                 started = open_saves.pop(e["attempt"], None)
@@ -172,4 +182,12 @@ class AutoInterval:
                     est.observe_save(float(e["t"]) - started)
                 if kind == E.W_CKPT_SAVE:
                     open_saves[e["attempt"]] = float(e["t"])
+        est.unexposed_since = failed_at
         return est
+
+    def training_started(self, t_s: float) -> None:
+        """This worker's first step began at ``t_s`` (run time): with the train clock the time since the
+        last failure (or the run's start) was not exposed; a worker calls this at its first compute."""
+        if self.unexposed_since is not None:
+            self.observe_unexposed(t_s - self.unexposed_since)
+            self.unexposed_since = None

@@ -176,7 +176,10 @@ def _run_reporting_trouble(config: RunConfig, out: str, args: argparse.Namespace
             warnings.simplefilter("always", EventLogWarning)
             warnings.showwarning = _show_warning
             progress = not args.quiet and sys.stderr.isatty()  # a bar only where someone watches
-            return run(config, out=out, progress=progress, resume=bool(args.resume))
+            # the first line, once the run is accepted: what trains, with the torch threads chosen for it
+            first = sys.stderr if args.json else sys.stdout
+            announce = lambda line: print(f"goodputlab run: {line}, results in {out}/", file=first, flush=True)  # noqa: E731
+            return run(config, out=out, progress=progress, resume=bool(args.resume), announce=announce)
     except WorkerCrashed as e:
         print(f"goodputlab run: the training worker crashed (exit code {e.returncode}); log: {e.log}", file=sys.stderr)
         if e.disk_full:  # not a bug: say so plainly; the worker's traceback is in its log

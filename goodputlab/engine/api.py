@@ -16,6 +16,7 @@ from ..errors import RunFileError
 from .events import read_events
 from .ledger import Ledger, build_ledger, per_step
 from .report import breakdown_table
+from ..recovery.modes import restart_warning
 from ..safe_io import UnsafeFileError, read_regular
 from .supervisor import Progress, run_supervised
 
@@ -124,6 +125,7 @@ def run(
     out: str | Path | None = None,
     progress: bool | Callable[[Progress], None] = True,
     resume: bool = False,
+    announce: Callable[[str], None] | None = None,
     **settings: Any,
 ) -> RunResult:
     """Run a real experiment and return its :class:`RunResult`.
@@ -137,6 +139,7 @@ def run(
     from its newest valid checkpoint.
     ``progress`` is ``True`` for a progress bar (a widget in Jupyter), ``False``
     for none, or a callable that receives :class:`~goodputlab.engine.supervisor.Progress`.
+    ``announce`` receives the run's first line (its model, steps and torch threads) once it starts.
     Raises :class:`~goodputlab.errors.ConfigError` for a bad setting, before anything starts.
     """
     if config is None and resume and out is not None:  # the run's own configuration, with these changes
@@ -159,11 +162,11 @@ def run(
     else:
         callback = progress
     try:
-        summary = run_supervised(config, out, progress=callback, resume=resume)
+        summary = run_supervised(config, out, progress=callback, resume=resume, announce=announce)
     finally:
         if bar is not None:
             bar.close()
-    warning = (summary.get("restart_vs_mtbf") or {}).get("warning")
+    warning = restart_warning(summary)
     if warning:  # one line: the CLI prints it as "goodputlab run: warning: ...", a notebook shows it
         warnings.warn(warning, RestartCostWarning, stacklevel=2)
     out = Path(out).expanduser().resolve()

@@ -22,7 +22,7 @@ from ..checkpoints import registry
 from ..distributed import launch
 from ..errors import ConfigError, check
 from ..theory.data_stall import DEFAULT_PREFETCH
-from ..recovery.modes import FAILURE_MODES, KILL, LOADER_DEATH, describe_modes
+from ..recovery.modes import FAILURE_CLOCKS, FAILURE_MODES, KILL, LOADER_DEATH, TRAIN_CLOCK, describe_modes
 from ..recovery.omit import OmitRule
 from ..training.workload import PRESETS
 
@@ -99,8 +99,8 @@ class RunConfig:
         "N",
     )
     threads: int | None = setting(
-        None, "torch threads in the worker", validate.Optional(validate.Whole(1, MAX_THREADS)), "training", "N",
-        default_text="torch's",
+        None, "torch threads in each worker", validate.Optional(validate.Whole(1, MAX_THREADS)), "training", "N",
+        default_text="1 for the tiny and small models, else the cores free",
     )
 
     # --- checkpoints
@@ -138,6 +138,11 @@ class RunConfig:
     mtbf: float = setting(
         0.0, "mean seconds between failures; 0: none", validate.Number(0, text="seconds >= 0 (0: no random failures)"),
         "failures", "SECONDS",
+    )
+    failure_clock: str = setting(
+        TRAIN_CLOCK, "when a worker's failure clock runs: train (from its first step: the MTBF counts training time, "
+        "so a slow start cannot use it up) or wall (from its launch: start-up and restore are exposed too)",
+        validate.Choice(FAILURE_CLOCKS), "failures", "CLOCK",
     )
     kill_at_steps: tuple[int, ...] = setting(
         (), "also kill after these steps, e.g. 30,80",

@@ -18,6 +18,7 @@ from pathlib import Path
 from .config import RunConfig
 from ..recovery.control import WorkerControl
 from ..safe_io import create_new
+from ..training.workload import ONE_THREAD_PRESETS, default_threads
 
 
 class WorkerCrashed(RuntimeError):
@@ -126,6 +127,34 @@ class WorkerLog:
 
 
 
+def cores_free() -> int:
+    """Cores this process may use that others are not using now: the CPUs it may run on, less the
+    one-minute load average (the runnable processes of everyone else), at least 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        busy = os.getloadavg()[0]
+    except OSError:
+        busy = 0.0
+    return max(1, min(cores, round(cores - busy)))
+
+
+def choose_threads(config: RunConfig) -> tuple[int, str]:
+    """The torch threads each worker of ``config`` runs with, and why: ``--threads`` when given, else
+    :func:`~goodputlab.training.workload.default_threads` for the model and the cores free now."""
+    if config.threads:
+        return config.threads, "--threads"
+    ranks = config.nproc if config.nproc > 1 else 1
+    if config.model in ONE_THREAD_PRESETS:
+        return 1, f"the default for the {config.model} model"
+    free = cores_free()
+    n = default_threads(config.model, free, ranks)
+    return n, f"the default for the {config.model} model: {free} core{'s' if free != 1 else ''} free" + (
+        f", {ranks} ranks" if ranks > 1 else "")
+
+
 def killed_from_outside(returncode: int) -> str | None:
     """A worker SIGKILLed by someone else (the kernel's OOM killer, an operator, a torture test) failed
     like a node that died: ``killed``, and the run recovers. Any other exit status is its own doing."""
@@ -174,8 +203,8 @@ def worker_env(config: RunConfig) -> dict[str, str]:
     env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     env["PYTHONUNBUFFERED"] = "1"
-    # torch threads per rank: --threads, else this machine's cores shared among its ranks (torchrun would warn and use 1)
-    env.setdefault("OMP_NUM_THREADS", str(config.threads or max(1, (os.cpu_count() or 1) // config.nproc)))
+    # torch threads per rank (the supervisor chose them: choose_threads; torchrun would warn and use 1)
+    env.setdefault("OMP_NUM_THREADS", str(config.threads or choose_threads(config)[0]))
     env.setdefault("LOGLEVEL", "WARNING")
     # A fresh rendezvous store for every restart: with the agent's store shared across restarts, a
     # restarted group can read the previous group's addresses and fail to connect (pytorch#135712).

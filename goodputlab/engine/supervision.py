@@ -6,8 +6,9 @@ node dies), waits ``restart_delay`` seconds (emulated rescheduling) and launches
 a new worker, which resumes from the newest valid checkpoint.
 
 Failure times come from a seeded Poisson process: each worker's time to failure
-is exponential with mean ``mtbf`` seconds of wall time, counted from its launch,
-so failures can strike during start-up and restore too, as on a real cluster.
+is exponential with mean ``mtbf`` seconds, counted from its first step (``--failure-clock
+train``: a slow launch cannot use up the MTBF) or from its launch (``wall``: start-up and
+restore are exposed too); see :class:`~goodputlab.recovery.modes.FailureClock`.
 ``kill_at_steps`` adds deterministic failures for tests and demonstrations.
 
 What a distributed run's supervision shares with this one (the progress it reports, the end of
@@ -33,7 +34,7 @@ from ..checkpoints.store import CheckpointStore, CheckpointWarning
 from .config import RunConfig
 from .events import EventTail, EventWriter, read_events
 from .interrupts import RunInterrupted
-from .launch import WorkerCrashed, WorkerLog, killed_from_outside, launch_worker
+from .launch import WorkerCrashed, WorkerLog, choose_threads, killed_from_outside, launch_worker
 from .ledger import summarize
 from ..checkpoints import strategies
 from ..checkpoints.registry import RunResource
@@ -41,13 +42,14 @@ from .run_dir import RunDir
 from ..errors import ConfigError
 from ..recovery.control import WorkerControl
 from ..recovery.injector import Injector
-from ..recovery.modes import FailureClock
+from ..recovery.modes import FailureClock, restart_vs_mtbf
 from ..recovery.resume import check_resume_compatible, continuation
 from ..recovery.spare import HotSpare, kill_group
 from ..recovery.watchdog import HeartbeatWatchdog
 from ..safe_io import read_regular, write_atomic
 from ..training.workload import PRESETS
 from .events import SUP_HANDOVER, SUP_HANG, SUP_RESUME
+from ..recovery.booking import M_EXPOSED
 
 POLL_S = 0.02  # how often the supervisor looks at the worker and the event log
 
@@ -67,8 +69,8 @@ ProgressCallback = Callable[[Progress], None]
 
 
 def poisson_failure_rng(seed: int) -> np.random.Generator:
-    """The generator of a run's Poisson failure times: attempt ``i`` fails after its ``i``-th
-    exponential draw (mean ``mtbf``), counted from its launch. Public so a model can replay them."""
+    """The generator of a run's Poisson failure times: the ``i``-th exposure (its ``exposed`` marker)
+    ends in a failure after the ``i``-th exponential draw (mean ``mtbf``). Public so a model can replay them."""
     return np.random.default_rng([seed, 0xFA11])
 
 
@@ -82,7 +84,10 @@ class Supervision:
     resumed run continues its event log (:meth:`open_log`).
     """
 
-    def __init__(self, config: RunConfig, run_dir: RunDir, progress: ProgressCallback | None, resume: bool, python: str):
+    def __init__(self, config: RunConfig, run_dir: RunDir, progress: ProgressCallback | None, resume: bool, python: str,
+                 announce: Callable[[str], None] | None = None):
+        threads, why = choose_threads(config)
+        config = config.replace(threads=threads)  # every worker (and config.json) gets the same count
         self.config, self.run_dir, self.progress, self.python = config, run_dir, progress, python
         self.out = out = run_dir.path
         self.resumed = resume and (out / "events.jsonl").is_file()
@@ -93,8 +98,10 @@ class Supervision:
         (out / "logs").mkdir(exist_ok=self.resumed)
         write_atomic(out / "config.json", json.dumps(config.to_dict(), indent=1, sort_keys=True).encode())
         self.open_log()
+        if announce is not None:
+            announce(run_line(config, why))
 
-        self.clock = FailureClock(config.seed, config.mtbf, config.kill_at_steps)
+        self.clock = FailureClock(config.seed, config.mtbf, config.kill_at_steps, clock=config.failure_clock)
         if self.resumed:
             self.clock.continue_from(read_events(out / "events.jsonl"))
         self.watchdog = HeartbeatWatchdog(config.resolved_hang_timeout())
@@ -165,6 +172,8 @@ class Supervision:
                 continue
             self.watchdog.beat(e["t"], e["kind"])  # every event of the live worker is a sign of progress
             self.injector.follow(e)
+            if e["kind"] == E.W_COMPUTE and self.clock.trained(self.t0 + e["t"]) is not None:
+                self.ev.emit(M_EXPOSED, t=e["t"], clock=self.clock.clock)  # the train clock starts at the first step
             if e["kind"] == E.W_STEP_END:
                 done = e["step"] + 1
                 due = self.clock.due_at_step(done)
@@ -212,7 +221,9 @@ class Supervision:
         if self.spare is not None:
             self.spare.ensure()  # the next standby starts now, beside the live worker (at idle priority)
         proc = self.proc
-        self.clock.expose(time.monotonic())  # the failure clock runs from the launch, or the handover
+        started = self.clock.launched(time.monotonic())  # the wall clock runs from the launch, or the handover
+        if started is not None:
+            self.ev.emit(M_EXPOSED, t=started - self.t0, clock=self.clock.clock)
         self.watchdog.reset()
         self.injector.new_worker()
         self.tell(attempt=self.attempt, phase="startup" if self.attempt == 0 else "restart")
@@ -233,7 +244,9 @@ class Supervision:
                 if self.injector.asked is not None:
                     self.clock.cover()  # the worker was asked to fail: it is not exposed again
                 else:
-                    self.clock.expose(time.monotonic())  # a failure it survives: its exposure goes on
+                    now = time.monotonic()
+                    self.clock.expose(now)  # a failure it survives: its exposure goes on
+                    self.ev.emit(M_EXPOSED, t=now - self.t0, clock=self.clock.clock)
             if self.watchdog.expired(self.ev.now()):
                 return "hang"
 
@@ -261,9 +274,7 @@ class Supervision:
         self.failures += 1
         self.tell(failures=self.failures, phase="failed")
         if self.failures > self.config.max_failures:
-            self.reason = (
-                f"failure budget exhausted: failure {self.failures} exceeds --max-failures {self.config.max_failures}"
-            )
+            self.reason = budget_reason(self.failures, self.config.max_failures, self.resumed)
             return False
         if self.config.restart_delay > 0:  # noticing and rescheduling: a hot spare saves the start-up after it
             self.ev.emit(E.SUP_RESTART_DELAY)
@@ -331,9 +342,34 @@ def finish_run(ev: EventWriter, run_dir: RunDir, config: RunConfig, completed: b
     ev.emit(E.SUP_END, completed=completed, reason=reason, resume_step=resume_step)
     ev.close()
     summary = summarize(read_events(out / "events.jsonl"), config.to_dict())
+    summary["threads"] = config.threads  # torch threads per worker (chosen before the first launch)
+    add_restart_check(summary, config)
     write_atomic(out / "summary.json", json.dumps(summary, indent=1).encode())
     return summary
 
+
+
+def run_line(config: RunConfig, threads_why: str) -> str:
+    """The run's first line: what trains, and with how many torch threads (and why)."""
+    n = config.threads
+    return f"{config.model} model, {config.steps} steps, {n} torch thread{'s' if n != 1 else ''} ({threads_why})"
+
+
+def budget_reason(failures: int, max_failures: int, resumed: bool) -> str:
+    """Why a run stopped on its failure budget; a resumed run is told the budget came with the run."""
+    reason = f"failure budget exhausted: failure {failures} exceeds --max-failures {max_failures}"
+    if resumed:
+        reason += (f" (kept from the run being resumed: this session may have {max_failures} failure"
+                   f"{'s' if max_failures != 1 else ''}; resume with a larger --max-failures to allow more)")
+    return reason
+
+
+def add_restart_check(summary: dict, config: RunConfig) -> None:
+    """``summary["restart_vs_mtbf"]``: a restart's cost against the MTBF, with a warning above
+    :data:`~goodputlab.recovery.modes.RESTART_MTBF_WARN` (:func:`~goodputlab.recovery.modes.restart_vs_mtbf`)."""
+    check = restart_vs_mtbf(summary, config.mtbf)
+    if check is not None:
+        summary["restart_vs_mtbf"] = check
 
 
 def newest_valid_step(out: Path, config: RunConfig) -> int:

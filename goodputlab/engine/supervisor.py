@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Callable
 
 from .config import RunConfig
 from .interrupts import StopSignals
@@ -34,6 +35,7 @@ def run_supervised(
     progress: ProgressCallback | None = None,
     resume: bool = False,
     python: str = sys.executable,
+    announce: Callable[[str], None] | None = None,
 ) -> dict:
     """Run ``config`` to completion (or to its failure budget) and return the summary.
 
@@ -48,6 +50,8 @@ def run_supervised(
     RAM tier removed, the summary written, then :class:`~goodputlab.engine.interrupts.RunInterrupted`
     is raised; further signals during that cleanup are ignored. A damaged checkpoint
     that a restore skips is reported as a :class:`~goodputlab.checkpoints.store.CheckpointWarning`.
+    ``announce`` is given the run's first line once it has been accepted (the model, the steps and
+    the torch threads chosen for it, :func:`~goodputlab.engine.launch.choose_threads`).
     """
     if config.failure_mode == DISK_FULL:
         check_fillable(out)  # before the folder is claimed: a refused run touches nothing
@@ -57,14 +61,14 @@ def run_supervised(
             from ..distributed.launch import uses_torchrun
 
             if uses_torchrun(config):
-                return TorchrunSupervision(config, run_dir, progress, resume, python).run()
-            return _supervise(config, run_dir, progress, resume, python)
+                return TorchrunSupervision(config, run_dir, progress, resume, python, announce).run()
+            return _supervise(config, run_dir, progress, resume, python, announce)
         finally:
             run_dir.release()
 
 
 def _supervise(
-    config: RunConfig, run_dir: RunDir, progress: ProgressCallback | None, resume: bool, python: str
+    config: RunConfig, run_dir: RunDir, progress: ProgressCallback | None, resume: bool, python: str, announce=None
 ) -> dict:
-    return Supervision(config, run_dir, progress, resume, python).run()
+    return Supervision(config, run_dir, progress, resume, python, announce).run()
 

@@ -16,11 +16,16 @@ from ..checkpoints.store import CheckpointWarning
 from .config import RunConfig
 from .events import EventWriter, read_events
 from .interrupts import RunInterrupted
-from .launch import WorkerCrashed, WorkerLog, worker_env
+from .launch import WorkerCrashed, WorkerLog, choose_threads, worker_env
 from .ledger import summarize
 from .run_dir import RunDir
 from ..safe_io import write_atomic
-from .supervision import POLL_S, Progress, check_resume, invalid_message, newest_valid_step, poisson_failure_rng
+from ..recovery.booking import M_EXPOSED
+from ..recovery.modes import WALL_CLOCK
+from .supervision import (
+    POLL_S, Progress, add_restart_check, budget_reason, run_line, check_resume, invalid_message, newest_valid_step,
+    poisson_failure_rng,
+)
 
 
 class TorchrunSupervision:
@@ -37,9 +42,11 @@ class TorchrunSupervision:
     (:func:`goodputlab.distributed.joblog.job_events`), from which the summary is made.
     """
 
-    def __init__(self, config: RunConfig, run_dir: RunDir, progress, resume: bool, python: str):
+    def __init__(self, config: RunConfig, run_dir: RunDir, progress, resume: bool, python: str, announce=None):
         from ..distributed.joblog import RANKS_DIR, SUPERVISOR_LOG
 
+        threads, why = choose_threads(config)
+        config = config.replace(threads=threads)  # every rank (and config.json) gets the same count
         self.config, self.run_dir, self.progress, self.python = config, run_dir, progress, python
         self.out = out = run_dir.path
         if resume:
@@ -51,11 +58,14 @@ class TorchrunSupervision:
         write_atomic(out / "config.json", json.dumps(config.to_dict(), indent=1, sort_keys=True).encode())
         self.t0 = time.monotonic()
         self.ev = EventWriter(out / RANKS_DIR / SUPERVISOR_LOG, self.t0, attempt=0, create=True)
+        if announce is not None:
+            announce(run_line(config, why) + f" on each of {config.nproc} ranks")
         self.failure_rng = poisson_failure_rng(config.seed)
         self.rank_rng = np.random.default_rng([config.seed, 0x4A4E])  # which rank a failure strikes
         self.pending_kills = sorted(config.kill_at_steps)
         self.attempt, self.failures, self.killed = 0, 0, set()
-        self.clocked = -1  # the newest attempt whose failure clock has started
+        self.clocked = -1  # the newest attempt whose ranks are up
+        self.waiting_for_step = -1  # the attempt whose train clock waits for its first step
         self.completed, self.reason = False, ""
         self.job = None
         self.log: WorkerLog | None = None
@@ -118,6 +128,8 @@ class TorchrunSupervision:
                 self.new_attempt(e)
             if e["attempt"] != self.attempt:
                 continue
+            if e["kind"] == E.W_COMPUTE and self.waiting_for_step == self.attempt:
+                self.start_clock(self.t0 + e["t"])  # the train clock: from the attempt's first step
             if e["kind"] == E.W_STEP_END and e["rank"] == 0:
                 done = e["step"] + 1
                 if self.pending_kills and done >= self.pending_kills[0] and cause is None:
@@ -140,9 +152,18 @@ class TorchrunSupervision:
             self.ev.attempt = self.attempt
             self.ev.emit(E.SUP_SPAWN, t=e["t"])  # torchrun relaunched the group (for --ckpt-every auto's exposure)
         self.clocked = e["attempt"]
-        mtbf = self.config.mtbf / self.config.nproc  # this machine's ranks fail independently
-        self.deadline = time.monotonic() + (self.failure_rng.exponential(mtbf) if self.config.mtbf > 0 else float("inf"))
+        if self.config.failure_clock == WALL_CLOCK:
+            self.start_clock(time.monotonic())
+        else:
+            self.deadline, self.waiting_for_step = float("inf"), self.attempt
         self.tell(attempt=self.attempt, phase="startup" if self.attempt == 0 else "restart")
+
+    def start_clock(self, now: float) -> None:
+        """The live attempt's failure clock starts at ``now`` (monotonic seconds): the next draw."""
+        self.waiting_for_step = -1
+        mtbf = self.config.mtbf / self.config.nproc  # this machine's ranks fail independently
+        self.deadline = now + (self.failure_rng.exponential(mtbf) if self.config.mtbf > 0 else float("inf"))
+        self.ev.emit(M_EXPOSED, t=now - self.t0, clock=self.config.failure_clock)
 
     def fail(self, cause: str) -> bool:
         """SIGKILL one live rank (chosen at random); False when the failure budget is spent."""
@@ -160,9 +181,7 @@ class TorchrunSupervision:
         self.failures += 1
         self.tell(failures=self.failures, phase="failed")
         if self.failures > self.config.max_failures:
-            self.reason = (
-                f"failure budget exhausted: failure {self.failures} exceeds --max-failures {self.config.max_failures}"
-            )
+            self.reason = budget_reason(self.failures, self.config.max_failures, resumed=False)
             return False
         return True
 
@@ -206,6 +225,8 @@ class TorchrunSupervision:
                      {k: v for k, v in e.items() if k not in ("t", "attempt", "step", "kind")}) for e in events))
         summary = summarize(events, config.to_dict())
         summary["launcher"] = "torchrun"
+        summary["threads"] = config.threads  # torch threads per rank
+        add_restart_check(summary, config)
         summary["world_size"] = config.nproc * config.nnodes
         summary["parallelism"] = next((e.get("parallelism") for e in events if e["kind"] == E.M_WORKER_INFO), None)
         summary["ranks"] = {str(r): {k: round(v, 6) for k, v in rank_totals(evs).items()} for r, evs in ranks.items()}

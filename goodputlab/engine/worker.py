@@ -26,6 +26,7 @@ from ..procs import die_with_parent
 from ..safe_io import read_regular
 from . import events as E
 from .config import AUTO, RunConfig
+from ..recovery.modes import TRAIN_CLOCK
 from .events import W_ACTIVATE, W_CRASH, W_LOADER_REBUILD, EventWriter
 
 
@@ -82,6 +83,7 @@ def set_up(config: RunConfig, run_dir: Path, events) -> Run:
         params=count_params(model),
         state_bytes=preset.state_bytes,
         torch=torch.__version__,
+        threads=torch.get_num_threads(),
         pid=os.getpid(),
     )
     return Run(
@@ -219,7 +221,7 @@ def auto_interval(run: Run, start: int, events):
 
     if run.config.ckpt_every != AUTO:
         return None
-    auto = AutoInterval.from_event_log(run.run_dir / "events.jsonl", state_bytes=run.state_bytes)
+    auto = AutoInterval.from_event_log(run.run_dir / "events.jsonl", state_bytes=run.state_bytes, clock=run.config.failure_clock)
     events.emit(E.M_CKPT_INTERVAL, step=start, **auto.describe(events.now()))
     return auto
 
@@ -281,6 +283,8 @@ def train(config: RunConfig, run_dir: Path, events, control=None, run: Run | Non
             raise RuntimeError(f"input pipeline out of order: expected step {step}, got {batch['step']}")
 
         t_compute = events.emit(E.W_COMPUTE, step=step)
+        if auto is not None and step == start and config.failure_clock == TRAIN_CLOCK:
+            auto.training_started(t_compute)  # the train clock starts here: the time before was not exposed
         hooks.in_step(step)
         loss = train_step(model, optimizer, scheduler, batch, device, non_blocking=config.pin_memory)
         loss_value = loss.item()  # also waits for the device, so compute time is real

@@ -33,7 +33,10 @@ from .. import validate
 from ..engine.config import RunConfig
 from ..errors import ConfigError
 from ..engine.ledger import build_ledger
-from ..theory.lab_model import RunPrediction, RunTimings, predict_run, replay_run, textbook_goodput
+from ..theory.lab_model import RunPrediction, RunTimings, predict_run, textbook_goodput
+from ..theory.lab_replay import replay_run
+from ..recovery.booking import M_EXPOSED
+from ..recovery.modes import WALL_CLOCK
 
 # How far after its drawn time a kill may land: the supervisor sets the
 # deadline just after launching and polls every 20 ms.
@@ -123,7 +126,8 @@ def _launch_by_attempt(events: list[dict], draws: list[float], mean_launch_s: fl
 
 
 def failure_draws(events: Iterable[dict], config: RunConfig) -> list[float]:
-    """The failure times the supervisor drew for this run, one per attempt, in seconds from launch.
+    """The failure times the supervisor drew for this run, one per attempt, in seconds from the start
+    of its failure clock (its first step; its launch with the wall clock: :func:`failure_clock_of`).
 
     Regenerated from the run's seed (:func:`goodputlab.engine.supervisor.poisson_failure_rng`)
     and checked against the log: every kill must land just after its attempt's
@@ -143,9 +147,11 @@ def failure_draws(events: Iterable[dict], config: RunConfig) -> list[float]:
     events = sorted(events, key=lambda e: e["t"])
     spawned: dict[int, float] = {}
     killed: dict[int, float] = {}
+    marked = any(e["kind"] == M_EXPOSED for e in events)
     for e in events:
-        if e["kind"] in (E.SUP_SPAWN, E.SUP_HANDOVER):  # the failure clock starts at a launch or a handover
-            spawned[e["attempt"]] = e["t"]
+        # the failure clock starts at its marker; in a log written before the markers, at a launch or a handover
+        if (e["kind"] == M_EXPOSED) if marked else (e["kind"] in (E.SUP_SPAWN, E.SUP_HANDOVER)):
+            spawned.setdefault(e["attempt"], e["t"])
         elif e["kind"] == E.SUP_FAILURE:
             killed[e["attempt"]] = e["t"]
     rng = poisson_failure_rng(config.seed)
@@ -180,12 +186,22 @@ def predict_measured(events: Iterable[dict], config: RunConfig | dict[str, Any],
     if config.ckpt_every_s is not None:
         raise ConfigError("ckpt_every_s", config.ckpt_every_s, "None: the model knows intervals in steps only")
     timings = measure_timings(events)
+    clock = failure_clock_of(events, config)
     if replay:
         draws = failure_draws(events, config)
         launches = _launch_by_attempt(events, draws, timings.launch_s)
-        return replay_run(timings, config.steps, config.ckpt_every, draws, launches)
+        return replay_run(timings, config.steps, config.ckpt_every, draws, launches, clock=clock)
     mtbf = config.mtbf if config.mtbf > 0 else float("inf")
-    return predict_run(timings, config.steps, config.ckpt_every, mtbf)
+    return predict_run(timings, config.steps, config.ckpt_every, mtbf, clock=clock)
+
+
+def failure_clock_of(events: Iterable[dict], config: RunConfig) -> str:
+    """The failure clock a run used: its ``exposed`` markers name it; a log without them was written
+    before the train clock existed, when every clock ran from the launch (``wall``)."""
+    for e in events:
+        if e["kind"] == M_EXPOSED:
+            return e.get("clock", config.failure_clock)
+    return WALL_CLOCK if config.mtbf > 0 else config.failure_clock
 
 
 # ---------------------------------------------------------------------------

@@ -72,8 +72,10 @@ M_FAILURE_INJECTED = "failure_injected"  # {"mode", "step"?, "pid"?, "left_bytes
 M_CKPT_FAILED = "ckpt_failed"  # {"ckpt_step", "reason", "tier"}: a save that did not happen
 M_DISK_FREED = "disk_freed"  # {"bytes"}: the ballast of an injected full disk was removed
 M_STANDBY_SPAWNED = "standby_spawned"  # {"standby", "pid"}: a hot spare was launched beside the job
+M_EXPOSED = "exposed"  # {"clock"}: a worker's failure clock started (its first step, or its launch with
+#                         --failure-clock wall; a handover; again after a failure it survived)
 
-MARKERS = frozenset({M_FAILURE_INJECTED, M_CKPT_FAILED, M_DISK_FREED, M_STANDBY_SPAWNED})
+MARKERS = frozenset({M_FAILURE_INJECTED, M_CKPT_FAILED, M_DISK_FREED, M_STANDBY_SPAWNED, M_EXPOSED})
 
 
 def category_of(kind: str) -> str | None:

@@ -62,7 +62,9 @@ class StepHooks:
     def after_compute(self, step: int, compute_s: float) -> None:
         """After the step's result: slow a straggling step by ``(factor - 1) x`` its compute time."""
         if self.stragglers.slow(step):
-            self.events.emit(booking.W_STRAGGLE, step=step)
+            # the compute it is slowed by goes with it: the ledger's compute segment also holds the
+            # moments until this event, which a busy machine stretches
+            self.events.emit(booking.W_STRAGGLE, step=step, compute_s=round(compute_s, 6))
             straggle(self.stragglers.extra_s(compute_s))
 
     def save(self, save: Callable[[], None], step: int) -> bool:

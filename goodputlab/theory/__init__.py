@@ -74,9 +74,9 @@ from .lab_model import (
     optimal_ckpt_every,
     predict_run,
     predict_run_goodput,
-    replay_run,
     textbook_goodput,
 )
+from .lab_replay import replay_run
 from .sim_config import SimConfig, SimResult
 from .simulator import simulate
 from .units import SECONDS_PER_DAY, SECONDS_PER_HOUR, compact_duration, human_duration

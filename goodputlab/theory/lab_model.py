@@ -8,9 +8,11 @@ that matter at a lab's scale (a run of seconds, an MTBF of seconds):
   wall time is the random quantity; goodput = productive / wall;
 - a first launch (process start, imports, model construction) before any
   step, which failures can hit, and the same launch after every failure;
-- each attempt's failure clock starts at its launch and stops at the kill,
-  so the pause between a kill and the next launch (``relaunch_delay_s``) is
-  safe from failures, while the launch and the restore are exposed;
+- each attempt's failure clock starts at its first step (the lab's default,
+  ``clock="train"``: failures strike the time the job could be training) or,
+  with ``clock="wall"``, at its launch, so that the launch and the restore are
+  exposed too; it stops at the kill, so the pause between a kill and the next
+  launch (``relaunch_delay_s``) is always safe from failures;
 - before the first checkpoint a restart has nothing to restore;
 - the last segment is partial (``steps`` need not be a multiple of the
   interval), ends with the final save and the process's exit;
@@ -36,10 +38,9 @@ costs, to show what they leave out. Times in seconds.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from dataclasses import dataclass
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 from .. import validate
 from ..categories import (
@@ -54,6 +55,8 @@ from ..categories import (
     empty_buckets,
 )
 from .closed_forms import daly_goodput, expected_goodput
+
+TRAIN_CLOCK, WALL_CLOCK = "train", "wall"  # as goodputlab.recovery.modes names the failure clocks
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,7 @@ class RunPrediction:
         ]
 
 
-def _check_lab_plan(steps: int, ckpt_every: int, mtbf_s: float) -> None:
+def check_lab_plan(steps: int, ckpt_every: int, mtbf_s: float) -> None:
     validate.whole("steps", steps, 1)
     validate.whole("ckpt_every", ckpt_every, 0, unit="steps", note="0: only the final save")
     validate.number("mtbf_s", mtbf_s, 0, low_open=True, unit="seconds", allow_inf=True, note="math.inf for no failures")
@@ -234,7 +237,7 @@ def _complete_window(x: float, mtbf_s: float, penalty_mean: float, penalty_var: 
     return x + ef * per_failure, ef * (vy + penalty_var) + vf * per_failure**2
 
 
-def predict_run(timings: RunTimings, steps: int, ckpt_every: int, mtbf_s: float) -> RunPrediction:
+def predict_run(timings: RunTimings, steps: int, ckpt_every: int, mtbf_s: float, clock: str = TRAIN_CLOCK) -> RunPrediction:
     """Expected wall time, goodput, failures and time breakdown of one lab run.
 
     The run does ``steps`` steps, checkpointing every ``ckpt_every`` steps and
@@ -254,6 +257,11 @@ def predict_run(timings: RunTimings, steps: int, ckpt_every: int, mtbf_s: float)
     - the first launch: ``(exp(L/M) - 1)(M + D)``; plus the supervisor's
       ``start_s`` and ``teardown_s``.
 
+    That is the ``wall`` clock (``clock="wall"``: failures from each launch). With the ``train``
+    clock (the default, as the lab's runs) launches and restores are not exposed: ``R`` and the
+    first launch take their own time, never retried, and a segment takes
+    ``(exp(a/M) - 1) (M + D + R)`` in expectation.
+
     Expected wall time is the sum over segments; goodput is
     ``steps * compute_s / E[wall]``. For ``M -> inf`` it reduces to the
     failure-free timeline ``start + L + steps*s + saves*delta + exit + teardown``.
@@ -267,11 +275,12 @@ def predict_run(timings: RunTimings, steps: int, ckpt_every: int, mtbf_s: float)
     :func:`replay_run` is the same model for given failure times; averaged
     over random times it converges to this function (a test checks it).
     """
-    _check_lab_plan(steps, ckpt_every, mtbf_s)
+    check_lab_plan(steps, ckpt_every, mtbf_s)
+    launch_mtbf_s = launch_mtbf(mtbf_s, clock)
     buckets = empty_buckets()
-    wall, var, failures = _expect_first_launch(timings, mtbf_s, buckets)
+    wall, var, failures = _expect_first_launch(timings, launch_mtbf_s, buckets)
     for count, n, is_first, is_last in _segment_plan(steps, ckpt_every):
-        seg = _expect_segment(timings, n, is_first, is_last, mtbf_s)
+        seg = _expect_segment(timings, n, is_first, is_last, mtbf_s, launch_mtbf_s)
         wall += count * seg.wall_mean
         var += count * seg.wall_var
         failures += count * seg.failures * (1.0 + seg.relaunch_failures)
@@ -287,6 +296,13 @@ def predict_run(timings: RunTimings, steps: int, ckpt_every: int, mtbf_s: float)
         buckets=buckets,
         wall_sd_s=math.sqrt(var) if math.isfinite(var) else math.inf,
     )
+
+
+def launch_mtbf(mtbf_s: float, clock: str) -> float:
+    """The MTBF a launch and a restore see: the run's with the wall clock, none (inf) with the train clock."""
+    if clock not in (TRAIN_CLOCK, WALL_CLOCK):
+        raise ValueError(f"clock={clock!r} is invalid: {TRAIN_CLOCK} or {WALL_CLOCK}")
+    return mtbf_s if clock == WALL_CLOCK else math.inf
 
 
 def _expect_first_launch(tm: RunTimings, mtbf_s: float, buckets: dict[str, float]) -> tuple[float, float, float]:
@@ -313,16 +329,19 @@ class _SegmentExpectation(NamedTuple):
     """expected seconds per category: the try that succeeds, the tries that fail, the recoveries"""
 
 
-def _expect_segment(tm: RunTimings, n: int, is_first: bool, is_last: bool, mtbf_s: float) -> _SegmentExpectation:
-    """One checkpoint segment of ``n`` steps, retried until it completes, with its recoveries."""
+def _expect_segment(
+    tm: RunTimings, n: int, is_first: bool, is_last: bool, mtbf_s: float, launch_mtbf_s: float
+) -> _SegmentExpectation:
+    """One checkpoint segment of ``n`` steps, retried until it completes, with its recoveries
+    (relaunches exposed to failures with mean gap ``launch_mtbf_s``: inf with the train clock)."""
     step_s, save, launch, pause = tm.step_s, tm.save_s, tm.relaunch_s, tm.relaunch_delay_s
     window = n * step_s + save + (tm.exit_s if is_last else 0.0)
     relaunch = launch + (0.0 if is_first else tm.restore_s)
     # the penalty of one failure in the segment: the pause, then the relaunch window
-    relaunch_mean, relaunch_var = _complete_window(relaunch, mtbf_s, pause, 0.0)
+    relaunch_mean, relaunch_var = _complete_window(relaunch, launch_mtbf_s, pause, 0.0)
     seg_mean, seg_var = _complete_window(window, mtbf_s, pause + relaunch_mean, relaunch_var)
     seg_failures = _failed_try(window, mtbf_s)[0]
-    relaunch_failures = _failed_try(relaunch, mtbf_s)[0]
+    relaunch_failures = _failed_try(relaunch, launch_mtbf_s)[0]
 
     # the try that succeeds
     done = {
@@ -343,8 +362,8 @@ def _expect_segment(tm: RunTimings, n: int, is_first: bool, is_last: bool, mtbf_
         else 0.0,
     }
     # each failure: the pause, then launch (restart) and restore, retried on failure
-    in_launch = relaunch_failures * _time_in(0.0, launch, relaunch, mtbf_s) if relaunch_failures else 0.0
-    in_restore = relaunch_failures * _time_in(launch, relaunch, relaunch, mtbf_s) if relaunch_failures else 0.0
+    in_launch = relaunch_failures * _time_in(0.0, launch, relaunch, launch_mtbf_s) if relaunch_failures else 0.0
+    in_restore = relaunch_failures * _time_in(launch, relaunch, relaunch, launch_mtbf_s) if relaunch_failures else 0.0
     recovery = {
         RESTART: seg_failures * (pause * (1.0 + relaunch_failures) + in_launch + launch),
         CHECKPOINT_RESTORE: seg_failures * (in_restore + relaunch - launch),
@@ -352,142 +371,24 @@ def _expect_segment(tm: RunTimings, n: int, is_first: bool, is_last: bool, mtbf_
     return _SegmentExpectation(seg_mean, seg_var, seg_failures, relaunch_failures, (done, lost, recovery))
 
 
-def predict_run_goodput(timings: RunTimings, steps: int, ckpt_every: int, mtbf_s: float) -> float:
+def predict_run_goodput(timings: RunTimings, steps: int, ckpt_every: int, mtbf_s: float, clock: str = TRAIN_CLOCK) -> float:
     """Expected goodput (a share) of a lab run: :func:`predict_run`'s ``goodput``."""
-    return predict_run(timings, steps, ckpt_every, mtbf_s).goodput
+    return predict_run(timings, steps, ckpt_every, mtbf_s, clock).goodput
 
 
-def optimal_ckpt_every(timings: RunTimings, steps: int, mtbf_s: float) -> int:
+def optimal_ckpt_every(timings: RunTimings, steps: int, mtbf_s: float, clock: str = TRAIN_CLOCK) -> int:
     """The checkpoint interval, in steps (1 to ``steps``), that maximises :func:`predict_run_goodput`.
 
     A scan over every interval: exact for the lab model, including the effects
     Young and Daly leave out (the partial last segment, the relaunch costs).
     """
-    _check_lab_plan(steps, 0, mtbf_s)
+    check_lab_plan(steps, 0, mtbf_s)
     best, best_goodput = steps, -1.0
     for k in range(1, steps + 1):
-        g = predict_run_goodput(timings, steps, k, mtbf_s)
+        g = predict_run_goodput(timings, steps, k, mtbf_s, clock)
         if g > best_goodput:
             best, best_goodput = k, g
     return best
-
-
-def replay_run(
-    timings: RunTimings,
-    steps: int,
-    ckpt_every: int,
-    times_to_failure: Sequence[float],
-    launch_s_by_attempt: Sequence[float] | None = None,
-) -> RunPrediction:
-    """The lab model's timeline for given failure times: wall time, goodput, breakdown.
-
-    ``times_to_failure[i]`` is how long attempt ``i`` would run before its
-    failure, counted from its launch (the supervisor draws one per attempt);
-    when the list runs out, no more failures. ``launch_s_by_attempt[i]``, if
-    given, replaces ``timings.launch_s`` for attempt ``i`` (on a busy machine
-    one launch can take twice as long as another, which decides whether a
-    failure strikes during the launch or during training). Deterministic: the
-    same model as :func:`predict_run` (same phases, same booking), walked
-    attempt by attempt instead of averaged. Used to compare a measured run
-    with the model under the very failure times the run saw, which removes
-    the randomness of the failures from the comparison.
-    """
-    _check_lab_plan(steps, ckpt_every, math.inf)
-    timeline = _ReplayTimeline(timings, steps, ckpt_every)
-    draws = iter(times_to_failure)
-    for attempt in itertools.count():
-        ttf = validate.number("times_to_failure", next(draws, math.inf), 0, allow_inf=True, allowed="seconds >= 0")
-        launch = timings.launch_s if attempt == 0 else timings.relaunch_s
-        if launch_s_by_attempt is not None and attempt < len(launch_s_by_attempt):
-            launch = validate.seconds("launch_s_by_attempt", launch_s_by_attempt[attempt])
-        left = timeline.launch(attempt, launch, ttf)
-        if left is None:  # killed while launching or restoring
-            continue
-        left = timeline.whole_segments(left)
-        if timeline.last_segment(left):
-            break
-    return timeline.prediction()
-
-
-class _ReplayTimeline:
-    """The lab model's timeline under given failure times, booked as the ledger books a run."""
-
-    def __init__(self, timings: RunTimings, steps: int, ckpt_every: int):
-        self.tm, self.steps = timings, steps
-        self.k = ckpt_every if 0 < ckpt_every < steps else steps
-        self.buckets = empty_buckets()
-        self.buckets[STARTUP] += timings.start_s
-        self.wall = timings.start_s
-        self.committed = 0  # steps in the newest checkpoint
-        self.failures = 0
-
-    def launch(self, attempt: int, launch: float, ttf: float) -> float | None:
-        """Launch (and restore, once a checkpoint exists); the training seconds left before the kill,
-        or None when the kill came first."""
-        tm, buckets = self.tm, self.buckets
-        launch_category = STARTUP if attempt == 0 else RESTART
-        restore = tm.restore_s if self.committed > 0 else 0.0
-        if ttf < launch + restore:
-            buckets[launch_category] += min(ttf, launch)
-            buckets[CHECKPOINT_RESTORE] += max(0.0, ttf - launch)
-            buckets[RESTART] += tm.relaunch_delay_s
-            self.wall += ttf + tm.relaunch_delay_s
-            self.failures += 1
-            return None
-        buckets[launch_category] += launch
-        buckets[CHECKPOINT_RESTORE] += restore
-        self.wall += launch + restore
-        return ttf - launch - restore
-
-    def whole_segments(self, left: float) -> float:
-        """Run the whole segments before the last one that fit in ``left`` seconds, in one go; what is left."""
-        tm, buckets, k = self.tm, self.buckets, self.k
-        last_start = ((self.steps - 1) // k) * k  # first step of the last segment
-        full_window = k * tm.step_s + tm.save_s
-        remaining = max(0, (last_start - self.committed) // k)
-        whole = remaining if left >= remaining * full_window else min(int(left // full_window), remaining)
-        if whole:
-            n = whole * k
-            buckets[PRODUCTIVE] += n * tm.compute_s
-            buckets[DATA_WAIT] += n * tm.data_wait_s
-            buckets[OTHER] += n * tm.step_other_s
-            buckets[CHECKPOINT_SAVE] += whole * tm.save_s
-            self.wall += whole * full_window
-            left = max(0.0, left - whole * full_window)
-            self.committed += n
-        return left
-
-    def last_segment(self, left: float) -> bool:
-        """The next segment with ``left`` seconds before the kill: True when it completes the run,
-        False when the kill lands inside it (its steps are lost, its save does not commit)."""
-        tm, buckets = self.tm, self.buckets
-        step_s = tm.step_s
-        n = min(self.k, self.steps - self.committed)
-        is_last = self.committed + n == self.steps
-        window = n * step_s + tm.save_s + (tm.exit_s if is_last else 0.0)
-        if is_last and left >= window:
-            buckets[PRODUCTIVE] += n * tm.compute_s
-            buckets[DATA_WAIT] += n * tm.data_wait_s
-            buckets[OTHER] += n * tm.step_other_s + tm.exit_s
-            buckets[CHECKPOINT_SAVE] += tm.save_s
-            self.wall += window + tm.teardown_s
-            buckets[OTHER] += tm.teardown_s
-            return True
-        in_steps = min(left, n * step_s)
-        buckets[LOST_WORK] += in_steps * tm.compute_s / step_s
-        buckets[DATA_WAIT] += in_steps * tm.data_wait_s / step_s
-        buckets[OTHER] += in_steps * tm.step_other_s / step_s
-        buckets[CHECKPOINT_SAVE] += min(max(0.0, left - n * step_s), tm.save_s)
-        buckets[OTHER] += max(0.0, left - n * step_s - tm.save_s)
-        buckets[RESTART] += tm.relaunch_delay_s
-        self.wall += left + tm.relaunch_delay_s
-        self.failures += 1
-        return False
-
-    def prediction(self) -> RunPrediction:
-        return RunPrediction(
-            wall_s=self.wall, goodput=self.buckets[PRODUCTIVE] / self.wall, failures=float(self.failures), buckets=self.buckets
-        )
 
 
 def textbook_goodput(timings: RunTimings, steps: int, ckpt_every: int, mtbf_s: float) -> dict[str, float]:

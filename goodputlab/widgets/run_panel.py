@@ -13,6 +13,7 @@ from .. import charts
 from ..engine.api import RunResult
 from ..engine.config import RunConfig
 from ..engine.scratch import scratch_dir
+from ..recovery.modes import restart_warning
 from .common import (LEDGER_NOTE, PanelNote, RunControls, big_number, chart_widget, forget_old_runs, set_big_number,
                      show_panel)
 from .layout import float_slider
@@ -111,7 +112,9 @@ class RunPanel:
         )
         self.timeline.chart = charts.timeline(self.result.ledger)
         self.breakdown.chart = charts.breakdown(dict(self.history))
-        self.status.value = "done" if s["completed"] else f"stopped: {s['stop_reason']}"
+        done = "done" if s["completed"] else f"stopped: {s['stop_reason']}"
+        warning = restart_warning(s)
+        self.status.value = f"{done}; warning: {warning}" if warning else done
 
     def _ipython_display_(self) -> None:
         show_panel(self.widget)
