@@ -55,7 +55,7 @@ def one_run(out: Path, model: str, steps: int, threads: int | None) -> dict:
     result = load_run(out)
     steps_s = [row["compute_s"] for row in result.per_step()]
     return {"step_s": statistics.median(steps_s), "threads": result.summary["threads"],
-            "wall_s": time.perf_counter() - started, "first_line": r.stderr.splitlines()[0]}
+            "wall_s": time.perf_counter() - started}
 
 
 def main() -> None:
@@ -82,8 +82,6 @@ def main() -> None:
                 times[name].append(r["step_s"])
                 print(f"round {rnd}: {name:>12}: {r['threads']} thread(s), median step {r['step_s'] * 1e3:8.1f} ms "
                       f"({steps} steps, {r['wall_s']:.0f} s)", flush=True)
-                if rnd == 0 and threads is None:
-                    print(f"  its first line: {r['first_line']}")
         load = os.getloadavg()
     finally:
         stop(neighbours)

@@ -83,6 +83,8 @@ def test_run_prints_a_breakdown_and_writes_the_files(cli, cli_env, tmp_path):
         cli, cli_env, "run", "--steps", "40", "--ckpt-every", "20", "--out", str(out), "--kill-at-steps", "30"
     )
     assert code == 0, terminal
+    first, stdout = stdout.split("\n", 1)  # the run's first line: what trains, with how many torch threads
+    assert first == f"goodputlab run: tiny model, 40 steps, 1 torch thread (the default for the tiny model), results in {out}/"
     for cat in ("productive", "data_wait", "checkpoint_save", "checkpoint_restore", "lost_work", "restart", "startup", "other"):
         assert cat in stdout
     assert "goodput" in stdout and "failures 1" in stdout
@@ -200,7 +202,7 @@ def test_every_flag_reaches_its_field():
     (one process with recovery's settings, then a job of several machines with a straggler rank)."""
     one_process = RunConfig(
         steps=300, model="small", batch_size=4, lr=0.01, device="cpu", seed=7, threads=2, ckpt_every="auto",
-        ckpt_every_s=2.5, ckpt="memory", memory_disk_every=2, keep=5, mtbf=3.0, kill_at_steps=(10, 20),
+        ckpt_every_s=2.5, ckpt="memory", memory_disk_every=2, keep=5, mtbf=3.0, failure_clock="wall", kill_at_steps=(10, 20),
         restart_delay=0.25, max_failures=9, workers=2, prefetch=3, io_latency_ms=5.0, io_jitter=0.5,
         transform_ms=1.5, pin_memory=True, persistent_workers=True, device_prefetch=True, overwrite=True,
         ckpt_omit=("optimizer", "rng"), failure_mode="loader-death", hang_timeout=2.5, straggler_prob=0.1,

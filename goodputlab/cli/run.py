@@ -177,8 +177,8 @@ def _run_reporting_trouble(config: RunConfig, out: str, args: argparse.Namespace
             warnings.showwarning = _show_warning
             progress = not args.quiet and sys.stderr.isatty()  # a bar only where someone watches
             # the first line, once the run is accepted: what trains, with the torch threads chosen for it
-            first = sys.stderr if args.json else sys.stdout
-            announce = lambda line: print(f"goodputlab run: {line}, results in {out}/", file=first, flush=True)  # noqa: E731
+            # (with --json the output is the summary alone, whose "threads" says it)
+            announce = None if args.json else lambda line: print(f"goodputlab run: {line}, results in {out}/", flush=True)
             return run(config, out=out, progress=progress, resume=bool(args.resume), announce=announce)
     except WorkerCrashed as e:
         print(f"goodputlab run: the training worker crashed (exit code {e.returncode}); log: {e.log}", file=sys.stderr)
