@@ -28,6 +28,13 @@ else
   TORCH_BUILD := $(TORCH)
 endif
 
+# On Binder and in the Docker image the environment already holds everything (binder/requirements.txt,
+# the package installed by binder/postBuild) and says so with GOODPUTLAB_ENV=system (binder/start, the
+# Dockerfile): the targets use that Python and its tools and build no .venv.
+ifeq ($(GOODPUTLAB_ENV),system)
+  BIN := $(patsubst %/,%,$(dir $(shell command -v python3)))
+endif
+
 BOOK_STAMP := $(VENV)/.installed-$(TORCH_BUILD)-book
 WORKSHOP_STAMP := $(VENV)/.installed-$(TORCH_BUILD)-workshop
 TEST_STAMP := $(VENV)/.installed-$(TORCH_BUILD)-test
@@ -66,6 +73,7 @@ help:
 	@echo "make clean      - remove run outputs (runs/, pytest caches)"
 	@echo "torch build here: $(TORCH_BUILD) (override with TORCH=cpu|cuda)"
 
+ifneq ($(GOODPUTLAB_ENV),system)
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "goodputlab needs Python >= 3.11, found " + sys.version.split()[0]'
 	$(PYTHON) -m venv $(VENV)
@@ -111,6 +119,11 @@ $(TEST_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json $(PINNED
 $(SITE_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json $(PINNED) | $(BIN)/python
 	$(call pip_install,$(comma_book_site))
 	@touch $@ $(BOOK_STAMP)
+else
+# nothing to install: binder/requirements.txt and binder/postBuild did it
+$(BOOK_STAMP) $(WORKSHOP_STAMP) $(TEST_STAMP) $(SITE_STAMP):
+	@true
+endif
 
 install: $(TEST_STAMP)
 
@@ -129,28 +142,33 @@ dashboard: $(WORKSHOP_STAMP)
 figures: $(BOOK_STAMP)
 	$(BIN)/python tools/make_figures.py --out $(FIGURES) $(if $(FULL),--full) book/*.ipynb
 
-# Everything, in two parts. First the unit and end-to-end tests with every notebook under papermill:
-# the tests that measure runs have the cores to themselves. Then nbval on the committed notebooks
-# beside the tests in a real browser (JupyterLab, the dashboard in Voila, the website): they run
-# notebooks in SMOKE mode or read pages and assert nothing about timing, so they share the cores
-# (the browser tests' log follows nbval's). Every part runs even when one fails; the target fails
-# if any did.
+# Everything, in two parts. First the tests that measure real runs (marked `measures` in
+# tests/conftest.py: the end-to-end tests and every notebook under papermill) have the cores to
+# themselves. Then, side by side, the tests in a real browser (JupyterLab, the dashboard in Voila,
+# the website) in one lane, and in the other the rest of the tests (pure units, charts, docs, lab
+# checks, layout, bad input) followed by nbval on the committed notebooks: none of these asserts a
+# time, so they can share the cores (the browser tests' log follows). Every part runs even when one
+# fails; the target fails if any did, and it prints how long each part and the whole took.
 # nbval on the notebooks that mark cells for it (# NBVAL_CHECK_OUTPUT: the chapters); the labs mark
 # none, so nbval would only run them again (papermill runs every lab and solution, the browser test
 # every lab)
 NBVAL_NOTEBOOKS = $(shell grep -l NBVAL_CHECK_OUTPUT book/*.ipynb labs/*.ipynb labs/solutions/*.ipynb)
 NBVAL = --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg $(NBVAL_NOTEBOOKS)
 BROWSER_TESTS := tests/test_browser.py tests/test_dashboard_browser.py tests/test_site.py
+NOT_BROWSER := $(addprefix --ignore=,$(BROWSER_TESTS))
 test: $(TEST_STAMP)
-	@set +e; export GOODPUTLAB_SMOKE=1; \
-	$(BIN)/python -m pytest tests $(addprefix --ignore=,$(BROWSER_TESTS)) $(PYTEST_ARGS); unit=$$?; \
+	@set +e; export GOODPUTLAB_SMOKE=1; t0=$$(date +%s); \
+	$(BIN)/python -m pytest tests -m measures $(NOT_BROWSER) $(PYTEST_ARGS); measuring=$$?; t1=$$(date +%s); \
 	log=$$(mktemp); \
-	$(BIN)/python -m pytest $(BROWSER_TESTS) $(PYTEST_ARGS) > $$log 2>&1 & browser=$$!; \
-	$(BIN)/python -m pytest $(NBVAL) $(PYTEST_ARGS); nbval=$$?; \
-	wait $$browser; browser=$$?; \
-	echo "=== the browser tests ($(BROWSER_TESTS)), run beside nbval ==="; cat $$log; rm -f $$log; \
-	echo "make test: unit and papermill exit $$unit, nbval $$nbval, browser $$browser"; \
-	[ $$unit -eq 0 ] && [ $$nbval -eq 0 ] && [ $$browser -eq 0 ]
+	( $(BIN)/python -m pytest $(BROWSER_TESTS) $(PYTEST_ARGS) > $$log 2>&1; echo $$? > $$log.rc; date +%s > $$log.end ) & lane=$$!; \
+	$(BIN)/python -m pytest tests -m "not measures" $(NOT_BROWSER) $(PYTEST_ARGS); rest=$$?; t2=$$(date +%s); \
+	$(BIN)/python -m pytest $(NBVAL) $(PYTEST_ARGS); nbval=$$?; t3=$$(date +%s); \
+	wait $$lane; browser=$$(cat $$log.rc); t4=$$(date +%s); \
+	echo "=== the browser tests ($(BROWSER_TESTS)), run beside the rest and nbval ==="; cat $$log; \
+	echo "make test: measuring (alone) exit $$measuring in $$((t1-t0)) s; then side by side: the rest exit $$rest in $$((t2-t1)) s," \
+	     "nbval exit $$nbval in $$((t3-t2)) s, browser exit $$browser in $$(( $$(cat $$log.end) - t1 )) s; total $$(( (t4-t0)/60 )) min $$(( (t4-t0)%60 )) s"; \
+	rm -f $$log $$log.rc $$log.end; \
+	[ $$measuring -eq 0 ] && [ $$rest -eq 0 ] && [ $$nbval -eq 0 ] && [ $$browser -eq 0 ]
 
 # The package's tests alone, without notebooks.
 test-fast: $(TEST_STAMP)

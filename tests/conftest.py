@@ -60,6 +60,29 @@ def cli():
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "goodputlab.cli"]
 
 
+# --- which tests measure ------------------------------------------------------------------------
+#: Files whose tests assert what real runs measured (their times, their ledger, their bits): `make test`
+#: runs these alone on the cores, with every notebook under papermill (any test that uses
+#: ``executed_notebook``). The others (pure units, charts, docs, lab checks, layout, bad input) run
+#: beside the browser tests. A new file that trains and asserts what it measured belongs here.
+MEASURING_FILES = frozenset({
+    "test_auto_interval.py", "test_benchmark_pipeline.py", "test_benchmark_serving.py", "test_benchmark_stall.py",
+    "test_cheap_checkpoints.py", "test_cli.py", "test_distributed_runs.py", "test_efficiency_cli.py",
+    "test_efficiency_sweep.py", "test_gpu_suite.py", "test_measure.py", "test_pipeline_resume.py",
+    "test_pipeline_runs.py", "test_recorder.py", "test_recovery.py", "test_run_safety.py", "test_serving_cli.py",
+    "test_serving_server.py", "test_strategies.py", "test_supervisor.py", "test_torture.py",
+    "test_validate_theory.py", "test_widgets.py", "test_widgets_checkpoints.py", "test_widgets_dashboard.py",
+    "test_widgets_pipeline.py", "test_widgets_recovery_runs.py", "test_widgets_serving.py",
+})  # fmt: skip
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark ``measures`` (see :data:`MEASURING_FILES`): `make test` runs ``-m measures`` alone first."""
+    for item in items:
+        if item.path.name in MEASURING_FILES or "executed_notebook" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.measures)
+
+
 # --- notebooks --------------------------------------------------------------------------------
 NOTEBOOKS = sorted(
     str(p.relative_to(ROOT))

@@ -13,7 +13,7 @@ CHAPTER = "book/02_failures_at_scale.ipynb"
 
 def test_chapter_2_figures(executed_notebook):
     _, m, seconds = executed_notebook(CHAPTER)
-    assert seconds < 60, f"SMOKE mode took {seconds:.0f} s"
+    # (its time in SMOKE mode is a benchmark figure, tools/execute_notebooks.py --time-only, not a bound here)
     # 466 interruptions in 54 days on 16,384 GPUs: ~5.2 years per GPU, one every ~2.78 h
     assert m["device_mtbf_years"] == pytest.approx(5.2, abs=0.01)
     assert m["job_mtbf_h"] == pytest.approx(2.78, abs=0.01)

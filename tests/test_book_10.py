@@ -11,7 +11,7 @@ CHAPTER = "book/10_your_cluster.ipynb"
 
 def test_chapter_10_reproduces_llama3(executed_notebook):
     _, m, seconds = executed_notebook(CHAPTER)
-    assert seconds < 60, f"SMOKE mode took {seconds:.0f} s"
+    # (its time in SMOKE mode is a benchmark figure, tools/execute_notebooks.py --time-only, not a bound here)
     # 405e9 parameters x 14 bytes, at 2 TB/s
     assert m["checkpoint_tb"] == pytest.approx(5.67) and m["write_s"] == pytest.approx(2.835)
     assert m["job_mtbf_h"] == pytest.approx(2.78, abs=0.01)
