@@ -17,7 +17,8 @@ its own layer and the ones below, never one above:
  2    run records        engine.events, ledger, config, report, merge, recorder, recording (pure)
  3    training           training.*, pipeline.*, checkpoints.*, engine.worker, the efficiency
                          sweep, serving's model side: torch lives here
- 4    launching          engine.supervisor, api, run_dir, scratch, interrupts; serving.cluster
+ 4    launching          engine.supervisor, launch, supervision, torchrun_supervision, api, run_dir,
+                         scratch, interrupts; serving.cluster
  5    experiments        experiments.*: real runs set beside the theory
  6    book               charts.*, widgets.*, labs.*, notebook
  7    command line       cli.*
