@@ -18,7 +18,7 @@ from pathlib import Path
 from .config import RunConfig
 from ..recovery.control import WorkerControl
 from ..safe_io import create_new
-from ..training.workload import ONE_THREAD_PRESETS, default_threads
+from ..training.threads import choose_threads
 
 
 class WorkerCrashed(RuntimeError):
@@ -125,34 +125,6 @@ class WorkerLog:
             text = self._tail.decode(errors="replace")
         return "\n".join(text.splitlines()[-lines:])
 
-
-
-def cores_free() -> int:
-    """Cores this process may use that others are not using now: the CPUs it may run on, less the
-    one-minute load average (the runnable processes of everyone else), at least 1."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    try:
-        busy = os.getloadavg()[0]
-    except OSError:
-        busy = 0.0
-    return max(1, min(cores, round(cores - busy)))
-
-
-def choose_threads(config: RunConfig) -> tuple[int, str]:
-    """The torch threads each worker of ``config`` runs with, and why: ``--threads`` when given, else
-    :func:`~goodputlab.training.workload.default_threads` for the model and the cores free now."""
-    if config.threads:
-        return config.threads, "--threads"
-    ranks = config.nproc if config.nproc > 1 else 1
-    if config.model in ONE_THREAD_PRESETS:
-        return 1, f"the default for the {config.model} model"
-    free = cores_free()
-    n = default_threads(config.model, free, ranks)
-    return n, f"the default for the {config.model} model: {free} core{'s' if free != 1 else ''} free" + (
-        f", {ranks} ranks" if ranks > 1 else "")
 
 
 def killed_from_outside(returncode: int) -> str | None:

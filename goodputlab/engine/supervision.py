@@ -34,7 +34,8 @@ from ..checkpoints.store import CheckpointStore, CheckpointWarning
 from .config import RunConfig
 from .events import EventTail, EventWriter, read_events
 from .interrupts import RunInterrupted
-from .launch import WorkerCrashed, WorkerLog, choose_threads, killed_from_outside, launch_worker
+from .launch import WorkerCrashed, WorkerLog, killed_from_outside, launch_worker
+from ..training.threads import choose_threads
 from .ledger import summarize
 from ..checkpoints import strategies
 from ..checkpoints.registry import RunResource

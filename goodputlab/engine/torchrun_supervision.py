@@ -16,7 +16,8 @@ from ..checkpoints.store import CheckpointWarning
 from .config import RunConfig
 from .events import EventWriter, read_events
 from .interrupts import RunInterrupted
-from .launch import WorkerCrashed, WorkerLog, choose_threads, worker_env
+from .launch import WorkerCrashed, WorkerLog, worker_env
+from ..training.threads import choose_threads
 from .ledger import summarize
 from .run_dir import RunDir
 from ..safe_io import write_atomic

@@ -58,12 +58,14 @@ def set_up(config: RunConfig, run_dir: Path, events) -> Run:
     from ..pipeline.loader import SlowStorageDataset, data_file
     from ..training.model import count_params
     from ..training.objects import build_training, make_deterministic, resolve_device
+    from ..training.threads import choose_threads
     from ..training.workload import PRESETS
 
     preset = PRESETS[config.model]
     device = resolve_device(config.device)
-    if config.threads:
-        torch.set_num_threads(config.threads)
+    # the supervisor chose the count (config.threads); a run trained in this process without one gets
+    # the same rule, not torch's default of every core
+    torch.set_num_threads(config.threads or choose_threads(config)[0])
     make_deterministic(config.seed, device)
     model, optimizer, scheduler = build_training(config, device)
     dataset = SlowStorageDataset(

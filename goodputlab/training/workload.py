@@ -70,24 +70,6 @@ PRESETS: dict[str, ModelPreset] = {
 }
 
 
-#: presets whose steps are too small to share among threads: one torch thread each (on CPU a second
-#: thread only adds synchronisation, and on a busy machine its spin-waits cost tenfold)
-ONE_THREAD_PRESETS = ("tiny", "small")
-
-
-def default_threads(model: str, cores_free: int, ranks: int = 1) -> int:
-    """torch's intra-op threads for a run of ``model`` when ``--threads`` is not given.
-
-    One for the tiny and small presets (their matrix products are a few microseconds: splitting
-    them gains nothing, and a thread that waits on a core a neighbour holds stalls every step);
-    for the larger ones the cores no one else is using (``cores_free``), shared among the run's
-    ``ranks`` on this machine, at least one each.
-    """
-    if model in ONE_THREAD_PRESETS:
-        return 1
-    return max(1, cores_free // max(1, ranks))
-
-
 @dataclass(frozen=True)
 class MarkovSource:
     """An order-2 Markov source over ``vocab`` tokens.
