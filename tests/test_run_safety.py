@@ -392,3 +392,22 @@ def test_sigterm_and_sighup_stop_a_run_as_ctrl_c_does(cli, cli_env, tmp_path, si
     assert not tiers[0].exists()  # /dev/shm does not leak
     time.sleep(0.3)
     assert worker_processes(str(out)) == []
+
+
+def test_a_forged_empty_marker_is_not_trusted_and_a_real_one_carries_the_runs_id(cli, cli_env, tmp_path):
+    """`touch .goodputlab-run` in someone's folder does not make it a run folder whose files may be
+    replaced; a run's own marker carries a random run id, kept while later runs reuse the folder."""
+    folder = _users_folder(tmp_path / "mine")
+    (folder / MARKER).touch()
+    before = tree(folder)
+    r = run_cli(cli, cli_env, "run", "--steps", "3", "--out", str(folder), timeout=60)
+    assert r.returncode == 2 and "holds other files" in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+    assert tree(folder) == before
+    out = tmp_path / "run"
+    run_id = None
+    for _ in range(2):
+        summary = run_supervised(RunConfig(steps=2, ckpt_every=0, threads=1), out)
+        assert summary["completed"]
+        marker = json.loads((out / MARKER).read_text())
+        assert len(marker["run_id"]) == 32 and marker["run_id"] == (run_id or marker["run_id"])
+        run_id = marker["run_id"]
