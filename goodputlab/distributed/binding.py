@@ -123,9 +123,12 @@ def exposure_warning(launch) -> str | None:
     """The one-line warning a launch on several machines gets: its ports accept anyone who reaches them."""
     if bind_address(launch) is not None and launch.nnodes == 1:
         return None
-    where = f" on {launch.bind_host}" if launch.bind_host is not None else " on every interface"
+    if launch.bind_host is None:
+        where = "the rendezvous port {0} and the ranks' ports listen on every interface".format(launch.rdzv_endpoint)
+    else:  # torch's rendezvous store still binds every interface (docs/SECURITY.md)
+        where = (f"the rendezvous port {launch.rdzv_endpoint} listens on every interface, the ranks' ports on "
+                 f"{launch.bind_host},")
     return (
-        f"--nnodes {launch.nnodes}: the rendezvous port {launch.rdzv_endpoint} and the ranks' ports listen{where} and "
-        "authenticate nobody (whoever reaches them can run code in this job): make them reachable only from the "
-        "job's own machines (docs/SECURITY.md)"
+        f"--nnodes {launch.nnodes}: {where} and they authenticate nobody (whoever reaches them can run code in this "
+        "job): make them reachable only from the job's own machines (docs/SECURITY.md)"
     )
