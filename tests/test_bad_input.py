@@ -34,7 +34,7 @@ def rows():
 
 def test_the_document_has_a_row_for_every_flag_that_takes_a_value():
     text = DOC.read_text()
-    documented = {p.values[0] for p in rows()}
+    documented = {(p.values[1].split()[0], p.values[0]) for p in rows()}  # (command, flag): each command its own rows
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     for name, parser in sub.choices.items():
         for action in parser._actions:
@@ -43,7 +43,7 @@ def test_the_document_has_a_row_for_every_flag_that_takes_a_value():
                     continue
                 assert f"`{flag}`" in text, f"{name} {flag} is not in docs/BAD_INPUT.md"
                 if action.nargs != 0:
-                    assert flag in documented, f"{name} {flag} takes a value but has no row"
+                    assert (name, flag) in documented, f"{name} {flag} takes a value but has no row"
     assert len(rows()) >= 60
 
 
@@ -60,7 +60,7 @@ def places(tmp_path_factory):
     (marker_link / MARKER).symlink_to(afile)
     ckpt_link = root / "ckpt-link"
     ckpt_link.mkdir()
-    (ckpt_link / MARKER).write_text("{}")
+    (ckpt_link / MARKER).write_text(json.dumps({"run_id": "0123456789abcdef0123456789abcdef"}))
     (root / "elsewhere").mkdir()
     (ckpt_link / "ckpt").symlink_to(root / "elsewhere")
     stopped = root / "stopped"  # the folder of a run that stopped: what --resume continues
@@ -83,6 +83,7 @@ def places(tmp_path_factory):
         "<run folder whose ckpt is a link>": str(ckpt_link),
         "<stopped run folder>": str(stopped),
         "<pid>": str(holder.pid),
+        "<repository>": str(DOC.parent.parent),
         "root": root,
     }
     holder.kill()
@@ -106,7 +107,7 @@ def test_every_documented_bad_input_gives_the_documented_line(flag, command, not
             command = command.replace(placeholder, value)
             message = message.replace(placeholder, value)
     argv = shlex.split(command)
-    if argv[0] == "run" and "--out" not in argv and "--resume" not in argv:
+    if argv[0] == "run" and not any(a.split("=")[0] in ("--out", "--resume") for a in argv):
         argv += ["--out", str(tmp_path / "new")]
     if argv[0] == "simulate":
         argv += [x for flag_, value in SIM_REQUIRED.items() if flag_ not in argv for x in (flag_, value)]
@@ -122,3 +123,67 @@ def test_every_documented_bad_input_gives_the_documented_line(flag, command, not
     assert err == message + "\n" and out == ""
     assert not (tmp_path / "new").exists() or not any((tmp_path / "new").iterdir())  # nothing started
     assert sorted(p.name for p in places["root"].rglob("*")) == before  # nothing touched
+
+
+def value_flags():
+    """Every flag that takes a value, of every command, from the parsers themselves."""
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    return [pytest.param(name, action.option_strings[-1], id=f"{name} {action.option_strings[-1]}")
+            for name, parser in sub.choices.items() for action in parser._actions
+            if action.option_strings and action.nargs != 0 and "--help" not in action.option_strings]
+
+
+@pytest.mark.parametrize("command,flag", value_flags())
+def test_a_flag_given_the_end_of_options_as_its_value_gets_one_line(command, flag, capsys, tmp_path, monkeypatch):
+    """``--flag=--``: argparse hands the flag an empty list; every command must still answer in one line, exit 2."""
+    monkeypatch.chdir(tmp_path)  # a folder named "--" would be made here, were it accepted
+    argv = [command, f"{flag}=--"]
+    if command == "simulate":
+        argv += [x for f, v in SIM_REQUIRED.items() if f != flag for x in (f, v)]
+    if command == "serve-bench":
+        argv += [x for f, v in SERVE_REQUIRED.items() if f != flag for x in (f, v)]
+    if command == "report":
+        argv += [str(tmp_path)]
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert len(err.splitlines()) == 1 and err.startswith(f"goodputlab {command}: error: "), err
+    assert list(tmp_path.iterdir()) == []
+
+
+def every_flag():
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    return [pytest.param(name, flag, id=f"{name} {flag}") for name, parser in sub.choices.items()
+            for action in parser._actions for flag in action.option_strings if flag.startswith("--") and flag != "--help"]
+
+
+def _required(command: str, tmp_path) -> list[str]:
+    extra = {"simulate": SIM_REQUIRED, "serve-bench": SERVE_REQUIRED,
+             "optimal": {"--save-s": "60", "--mtbf-s": "3600"}}.get(command, {})
+    return [x for f, v in extra.items() for x in (f, v)] + ([str(tmp_path)] if command == "report" else [])
+
+
+@pytest.mark.parametrize("command,flag", every_flag())
+def test_a_misspelt_flag_gets_one_line_that_suggests_the_flag(command, flag, capsys, tmp_path):
+    middle = len(flag) // 2 + 1
+    misspelt = flag[:middle] + flag[middle + 1 :]  # one letter dropped inside the name
+    try:
+        code = main([command, misspelt, *_required(command, tmp_path)])
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and len(err.splitlines()) == 1, err
+    assert err.startswith(f"goodputlab {command}: error: ") and flag in err, err
+    if not flag.startswith(misspelt):  # not an abbreviation argparse takes (or finds ambiguous)
+        assert f"unrecognized arguments: {misspelt} (did you mean " in err, err
+
+
+def test_a_misspelt_command_gets_a_suggestion(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["rnu", "--steps", "3"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err == ("goodputlab: error: COMMAND 'rnu' is invalid; allowed: one of run, optimal, "
+                                       "simulate, batch-sweep, serve-bench, report (did you mean run?)\n")

@@ -9,7 +9,9 @@ whole number of steps >= 1`` (quoted when it could not be read at all).
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
+import sys
 
 from ..errors import ConfigError
 from ..validate import Rule
@@ -31,6 +33,34 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):  # type: ignore[override]
         self.exit(EXIT_USAGE, f"{self.prog}: error: {one_style(message)}\n")
 
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        """argparse's, but a flag the command does not know is reported first, by that command, with the
+        nearest flags it has: ``unrecognized arguments: --stpes (did you mean --steps?)``."""
+        argv = list(sys.argv[1:] if args is None else args)
+        sub = next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+        parser = next((sub.choices[a] for a in argv if sub is not None and a in sub.choices), None)
+        if parser is None:  # no command named: argparse says so (with a suggestion for a misspelt one)
+            return super().parse_args(args, namespace)
+        flags = [f for a in parser._actions for f in a.option_strings if f.startswith("--")]
+        given = argv[: argv.index("--")] if "--" in argv else argv
+        unknown = [a for a in given if a.startswith("--") and not any(f.startswith(a.split("=", 1)[0]) for f in flags)]
+        if unknown:
+            guesses: list[str] = []
+            for flag in unknown:
+                guesses += [g for g in difflib.get_close_matches(flag.split("=", 1)[0], flags, n=2) if g not in guesses]
+            hint = f" (did you mean {' or '.join(guesses)}?)" if guesses else ""
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
+        return super().parse_args(args, namespace)
+
+    def _get_values(self, action, arg_strings):  # type: ignore[override]
+        # ``--flag=--``: argparse drops the "--" as the end of options and hands the flag an empty
+        # list; the value typed is the text "--", read and refused like any other
+        if action.nargs in (None, argparse.OPTIONAL) and arg_strings == ["--"]:
+            value = self._get_value(action, "--")
+            self._check_value(action, value)
+            return value
+        return super()._get_values(action, arg_strings)
+
 
 def one_style(message: str) -> str:
     """argparse's own message for a value it could not read, in the commands' style; others unchanged."""
@@ -42,7 +72,10 @@ def one_style(message: str) -> str:
         return f"{m['flag']} {m['text']} is invalid; allowed: {m['allowed']}"
     m = _BAD_CHOICE.match(message)
     if m:
-        return f"{m['flag']} {m['text']} is invalid; allowed: one of {m['choices'].replace(chr(39), '')}"
+        choices = [c.strip().strip("'") for c in m["choices"].split(",")]
+        guess = difflib.get_close_matches(m["text"].strip("'"), choices, n=1)
+        hint = f" (did you mean {guess[0]}?)" if guess else ""
+        return f"{m['flag']} {m['text']} is invalid; allowed: one of {', '.join(choices)}{hint}"
     return message
 
 

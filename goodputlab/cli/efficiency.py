@@ -119,6 +119,8 @@ def _check_writable(path: Path) -> None:
     """Fail before minutes of training, not after, if the results cannot be written to ``path``."""
     from goodputlab.errors import ConfigError
 
+    if str(path).startswith("-"):
+        raise ConfigError("out", str(path), "a file path (one that starts with '-' reads as a flag: write ./" + str(path) + ")")
     if path.is_dir():
         raise ConfigError("out", str(path), "a file path for the JSON results, not a directory")
     try:

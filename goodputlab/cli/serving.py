@@ -14,6 +14,9 @@ import math
 import sys
 
 from ..errors import check
+from ..serving.config import MAX_SEED
+
+MAX_DURATION_S = 3600.0  # an hour of arrivals per measured rate; longer only keeps the machine busy
 
 #: ConfigError.field -> command-line flag, for the fields whose flag is not simply
 #: ``--`` + the field with dashes (``ttft_ms`` is ``--ttft-ms``).
@@ -75,8 +78,9 @@ def run_serve_bench(args: argparse.Namespace) -> int:
     if args.rate is not None:
         _positive("rate", args.rate, "requests per second > 0")
     slo = SLO(args.ttft_ms, args.tpot_ms)
-    _positive("duration", args.duration, "seconds > 0")
-    check(args.seed >= 0, "seed", args.seed, "a whole number >= 0")
+    check(args.duration is not None and math.isfinite(args.duration) and 0 < args.duration <= MAX_DURATION_S, "duration",
+          args.duration, f"seconds > 0 and <= {MAX_DURATION_S:g}")
+    check(0 <= args.seed <= MAX_SEED, "seed", args.seed, f"a whole number between 0 and 2**64-1 ({MAX_SEED})")
     check(math.isfinite(args.target) and 0 < args.target <= 1, "target", args.target, "a share of requests in (0, 1]")
     _positive("max_rate", args.max_rate, "requests per second > 0")
     _positive("tolerance", args.tolerance, "a relative width > 0")

@@ -27,6 +27,9 @@ DEFAULT_TARGET_LOSS = 1.33
 # the sweep: configuration
 
 
+MAX_SEED = 2**64 - 1  # torch.manual_seed takes 64 bits
+MAX_THREADS = 256  # as goodputlab run's: very large counts crash OpenMP's thread pool (a segfault)
+
 @dataclass(frozen=True)
 class SweepConfig:
     """One batch-size sweep. Every field is a ``goodputlab batch-sweep`` flag (``max_steps`` is ``--max-steps``).
@@ -78,11 +81,13 @@ class SweepConfig:
         check(len(set(sizes)) == len(sizes), "batch_sizes", _sizes_text(sizes), "distinct batch sizes")
         object.__setattr__(self, "batch_sizes", tuple(sorted(int(m) for m in sizes)))
         check(self.model in PRESETS, "model", self.model, ", ".join(PRESETS))
-        check(_whole(self.seed) and self.seed >= 0, "seed", self.seed, "a whole number >= 0")
+        check(_whole(self.seed) and 0 <= self.seed <= MAX_SEED, "seed", self.seed,
+              f"a whole number between 0 and 2**64-1 ({MAX_SEED})")
         check(self.lr_rule in LR_RULES, "lr_rule", self.lr_rule, ", ".join(LR_RULES))
         check(_number(self.lr) and 0 < self.lr <= 1, "lr", self.lr, "a learning rate > 0 and <= 1")
         check(_whole(self.max_steps) and self.max_steps >= 1, "max_steps", self.max_steps, "a whole number of steps >= 1")
-        check(_whole(self.threads) and self.threads >= 1, "threads", self.threads, "a whole number >= 1")
+        check(_whole(self.threads) and 1 <= self.threads <= MAX_THREADS, "threads", self.threads,
+              f"a whole number between 1 and {MAX_THREADS}")
         check(_whole(self.timed_steps) and self.timed_steps >= 1, "timed_steps", self.timed_steps, "a whole number >= 1")
         check(_whole(self.warmup_steps) and self.warmup_steps >= 0, "warmup_steps", self.warmup_steps, "a whole number >= 0")
         check(_whole(self.rounds) and self.rounds >= 1, "rounds", self.rounds, "a whole number >= 1")

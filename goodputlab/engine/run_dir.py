@@ -5,9 +5,11 @@ A run writes ``config.json``, ``events.jsonl``, ``summary.json``, ``ckpt/`` and
 never deletes what it did not create:
 
 * a new or empty folder is used as it is;
-* a folder of an earlier goodputlab run (it holds :data:`MARKER`, or, from
-  before the marker existed, a ``config.json`` and an ``events.jsonl``) is reused:
-  that run's own files are replaced, anything else in it is left alone;
+* a folder of an earlier goodputlab run (its :data:`MARKER` carries the run id the
+  run wrote there, or, from before run ids or the marker existed, it holds the run's
+  ``config.json`` and ``events.jsonl``) is reused: that run's own files are replaced,
+  anything else in it is left alone; an empty marker anyone could create proves nothing;
+* ``/``, the home folder and the goodputlab repository are refused, even with ``overwrite``;
 * any other non-empty folder is refused, unless ``overwrite`` is set: then the
   run's own names listed above are replaced there (and nothing else is touched);
 * a folder another live run holds is refused: every run holds an exclusive
@@ -29,6 +31,7 @@ import os
 import re
 import socket
 import time
+import uuid
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -62,14 +65,48 @@ def _is_earlier_run(path: Path) -> bool:
         return False
 
 
+_RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def marker_run_id(path: Path) -> str | None:
+    """The run id in ``path``'s :data:`MARKER` (a regular file holding ``{"run_id": <32 hex digits>, ...}``), or ``None``.
+
+    A marker without one (an empty file anyone could ``touch``, or a marker written before run ids existed) is not
+    proof of a run folder by itself (:func:`folder_kind`)."""
+    from ..safe_io import read_regular
+
+    try:
+        owner = json.loads(read_regular(path / MARKER, 4096))
+    except (OSError, ValueError, UnsafeFileError):
+        return None
+    run_id = owner.get("run_id") if isinstance(owner, dict) else None
+    return run_id if isinstance(run_id, str) and _RUN_ID.match(run_id) else None
+
+
 def folder_kind(path: Path) -> str:
-    """``"empty"``, ``"run"`` (a goodputlab run folder) or ``"other"`` (holds something else)."""
+    """``"empty"``, ``"run"`` (a goodputlab run folder) or ``"other"`` (holds something else).
+
+    A run folder is one whose marker carries a run id, or (a run from before run ids, or before the
+    marker) one holding that run's own files: a valid ``config.json`` and an ``events.jsonl`` that
+    starts as a run's. A marker that is a link counts as one, to be refused by name when it is locked.
+    """
     entries = list(path.iterdir())
     if not entries:
         return "empty"
-    if os.path.lexists(path / MARKER) or _is_earlier_run(path):
+    if is_link(path / MARKER) or marker_run_id(path) is not None or _is_earlier_run(path):
         return "run"
     return "other"
+
+
+def _never_a_run_folder(path: Path) -> str | None:
+    """Why ``path`` (resolved) may never be a run folder, even with ``overwrite``: a run replaces files
+    named ``config.json``, ``logs/``, ``ckpt/``... there."""
+    repository = Path(__file__).resolve().parents[2]
+    for place, what in ((Path("/"), "the root folder /"), (Path.home().resolve(), "your home folder"),
+                        (repository, "the goodputlab repository")):
+        if path == place:
+            return what
+    return None
 
 
 class RunDir:
@@ -142,7 +179,13 @@ def claim_run_dir(out: str | Path, overwrite: bool = False, resume: bool = False
     shown = str(out)
     if isinstance(out, str) and out.strip() == "":
         raise ConfigError("out", repr(out), "a folder path (an empty one would mean the current folder)")
+    if str(out).startswith("-"):
+        raise ConfigError("out", shown, f"a folder path (one that starts with '-' reads as a flag: write ./{out})")
     path = Path(out).expanduser()
+    forbidden = _never_a_run_folder(path.resolve())
+    if forbidden is not None:
+        raise ConfigError("out", shown, f"a folder of the run's own, not {forbidden} (a run replaces files named "
+                          "ckpt/, logs/, config.json, events.jsonl, summary.json there), even with --overwrite")
     if resume and not path.is_dir():
         raise ConfigError("out", shown, "with --resume, the folder of an earlier goodputlab run")
     if os.path.lexists(path) and not path.is_dir():
@@ -175,8 +218,9 @@ def claim_run_dir(out: str | Path, overwrite: bool = False, resume: bool = False
     except (UnsafeFileError, OSError) as e:
         why = str(e) if isinstance(e, UnsafeFileError) else (e.strerror or str(e))
         raise ConfigError("out", shown, f"a folder that can be created and written ({why})") from None
-    try:
-        lock.write_owner(pid=os.getpid(), host=socket.gethostname(), started_unix=time.time())
+    try:  # the run id stays the folder's for as long as runs reuse it
+        run_id = marker_run_id(path) or uuid.uuid4().hex
+        lock.write_owner(run_id=run_id, pid=os.getpid(), host=socket.gethostname(), started_unix=time.time())
     except OSError as e:
         lock.release()
         raise ConfigError("out", shown, f"a folder that can be created and written ({e.strerror or e})") from None

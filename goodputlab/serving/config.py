@@ -15,6 +15,10 @@ MODES = ("colocated", "disaggregated")
 WORKERS = 2  # worker processes in either mode
 
 
+MAX_SEED = 2**64 - 1  # torch.manual_seed takes 64 bits
+MAX_BATCH = 4096  # sequences in the KV cache at once; more only exhausts memory
+MAX_THREADS = 256  # as goodputlab run's: very large counts crash OpenMP's thread pool
+
 @dataclass(frozen=True)
 class ServerConfig:
     """How the server is built. Field names are the command line's flags (``max_batch`` is ``--max-batch``)."""
@@ -30,9 +34,11 @@ class ServerConfig:
     def __post_init__(self):
         check(self.mode in MODES, "mode", self.mode, " or ".join(MODES))
         check(self.model in SERVING_PRESETS, "model", self.model, ", ".join(SERVING_PRESETS))
-        for name, low in (("seed", 0), ("max_batch", WORKERS), ("prefill_budget", 1), ("transfer_rows", 1), ("threads", 1)):
+        for name, low, high in (("seed", 0, MAX_SEED), ("max_batch", WORKERS, MAX_BATCH), ("prefill_budget", 1, None),
+                                ("transfer_rows", 1, None), ("threads", 1, MAX_THREADS)):
             value = getattr(self, name)
-            check(isinstance(value, int) and not isinstance(value, bool) and value >= low, name, value, f"a whole number >= {low}")
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high)
+            check(ok, name, value, f"a whole number >= {low}" if high is None else f"a whole number between {low} and {high}")
 
     @property
     def preset(self):

@@ -22,6 +22,8 @@ from ..errors import check
 MAX_EXPECTED_FAILURES_PER_TRIAL = 1_000_000
 
 
+
+MAX_TRIALS = 1_000_000
 @dataclass(frozen=True)
 class SimConfig:
     """One simulated job. Times in seconds; validated on construction.
@@ -106,7 +108,8 @@ class SimConfig:
         if self.straggler_devices is not None:
             validate.whole("straggler_devices", self.straggler_devices, 0, self.devices,
                            note="None: every device may straggle")
-        validate.whole("trials", self.trials, 1)
+        validate.whole("trials", self.trials, 1, MAX_TRIALS,  # each trial is an array row: more only exhausts memory
+                       allowed=f"a whole number between 1 and {MAX_TRIALS}")
         validate.whole("seed", self.seed, 0)
 
     def _check_failure_source(self) -> None:
