@@ -409,3 +409,46 @@ def test_cli_simulate_bad_input_raises(flag, value, field):
         cli_theory.main(args)
     assert info.value.field == field
     assert cli_theory.FLAGS[field] == flag
+
+
+# --- CLI: failure laws, domains, in-job recovery ------------------------------------------
+
+SMALL = ["simulate", "--devices", "1024", "--device-mtbf-h", "1024", "--days", "40", "--interval-min", "10",
+         "--save-s", "30", "--restart-s", "300", "--trials", "40"]
+
+
+def test_cli_new_flags_reach_the_configuration(capsys):
+    args = SMALL + ["--failure-dist", "weibull", "--weibull-shape", "0.7", "--domain-size", "8", "--domain-share", "0.5",
+                    "--recovery", "in-job", "--replica-groups", "4", "--min-groups", "2", "--heal-s", "120", "--json"]
+    assert cli_theory.main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    config = data["config"]
+    assert (config["failure_shape"], config["domain_size"], config["domain_share"]) == (0.7, 8, 0.5)
+    assert (config["recovery"], config["replica_groups"], config["min_groups"], config["heal_s"]) == ("in-job", 4, 2, 120.0)
+    assert data["buckets"]["degraded"] > 0 and data["devices_lost_mean"] > data["interruptions_mean"]
+    assert sum(data["buckets"].values()) == pytest.approx(40 * DAY, rel=1e-9)
+
+
+def test_cli_one_group_count_prints_the_ledger_and_the_closed_form(capsys):
+    assert cli_theory.main(SMALL + ["--recovery", "in-job", "--replica-groups", "2", "--heal-s", "120"]) == 0
+    out = capsys.readouterr().out
+    assert "in-job recovery: 2 replica groups of 512 devices" in out
+    assert "closed form    goodput" in out and "two groups away stop the job" in out
+    assert "degraded" in out and "job restarts" in out
+
+
+def test_cli_a_list_of_group_counts_sweeps_them_beside_restart(capsys):
+    args = SMALL + ["--recovery", "in-job", "--replica-groups", "2,8,64", "--heal-s", "120"]
+    assert cli_theory.main(args + ["--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [r["label"] for r in rows] == ["restart", "2 groups", "8 groups", "64 groups"]
+    goodputs = [r["goodput_mean"] for r in rows]
+    assert goodputs == sorted(goodputs)  # every split helps: 1 failure an hour, 7 minutes away
+    # the closed form's column (held to the simulator in tests/test_in_job.py): one per row, its regime named
+    assert [r["closed_form_regime"] for r in rows] == ["restart", "two-away", "stationary", "stationary"]
+    assert all(abs(r["goodput_mean"] - r["closed_form_goodput"]) < 0.02 for r in rows)
+    assert rows[3]["job_restarts_mean"] == 0  # 64 groups: never all away at once
+    assert rows[0]["share_degraded"] == 0 and rows[1]["share_degraded"] > rows[2]["share_degraded"] > 0
+    assert cli_theory.main(args) == 0
+    out = capsys.readouterr().out
+    assert "closed form" in out and "64 groups" in out and "restart " in out
