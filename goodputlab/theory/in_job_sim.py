@@ -58,7 +58,7 @@ from ..categories import (
     STRAGGLER_WAIT,
 )
 from .sim_config import SimConfig, SimResult
-from .sim_cycle import compute_and_durable, compute_done, failure_gaps
+from .sim_cycle import cause_shares, compute_and_durable, compute_done, failure_gaps, trial_result
 
 # Up to this many (trial, failure, group) cells are processed at once (~8 MB per array).
 _CELLS_PER_BATCH = 1_000_000
@@ -75,10 +75,7 @@ class InJobTrials:
         self.job_restarts = np.zeros(trials, dtype=np.int64)
         self.devices_lost = np.zeros(trials, dtype=np.int64)
         self.cause_counts = np.zeros((trials, len(config.cause_names)), dtype=np.int64)
-        self.cause_shares = None
-        if config.failure_causes is not None:
-            counts = np.array([count for _, count in config.failure_causes], dtype=float)
-            self.cause_shares = counts / counts.sum()
+        self.cause_shares = cause_shares(config)
         self.active = np.arange(trials)
         self.period_start = np.zeros(trials)  # where each active trial's next period (a recovery, then training) starts
         self.has_checkpoint = np.zeros(trials, dtype=bool)
@@ -239,16 +236,7 @@ class InJobTrials:
             self.cause_counts[rows] += rng.multinomial(failures, self.cause_shares)
 
     def result(self) -> SimResult:
-        config = self.config
-        return SimResult(
-            config=config,
-            goodput=self.totals[PRODUCTIVE] / config.duration_s,
-            interruptions=self.interruptions,
-            buckets_per_trial=self.totals,
-            cause_counts={name: self.cause_counts[:, k] for k, name in enumerate(config.cause_names)},
-            job_restarts=self.job_restarts,
-            devices_lost=self.devices_lost,
-        )
+        return trial_result(self.config, self.totals, self.interruptions, self.cause_counts, job_restarts=self.job_restarts, devices_lost=self.devices_lost)
 
 
 def domain_groups(domain: np.ndarray, domain_size: int, group_devices: int, slots: int) -> np.ndarray:

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .sim_config import SimConfig
+from .sim_config import SimConfig, SimResult
 
 
 def cycle_shape(config: SimConfig) -> tuple[float, float, float]:
@@ -73,3 +73,23 @@ def failure_gaps(config: SimConfig, rng: np.random.Generator, shape: tuple[int, 
     if config.failure_shape == 1.0:
         return rng.standard_exponential(shape) * config.job_mtbf_s
     return rng.weibull(config.failure_shape, shape) * (config.job_mtbf_s / math.gamma(1.0 + 1.0 / config.failure_shape))
+
+
+def cause_shares(config: SimConfig) -> np.ndarray | None:
+    """Each cause's share of the failures in ``config``'s cause table (``None`` without one)."""
+    if config.failure_causes is None:
+        return None
+    counts = np.array([count for _, count in config.failure_causes], dtype=float)
+    return counts / counts.sum()
+
+
+def trial_result(config: SimConfig, totals: dict, interruptions: np.ndarray, cause_counts: np.ndarray, **more) -> SimResult:
+    """The :class:`SimResult` of per-trial totals (seconds per category), failures and failures per cause."""
+    return SimResult(
+        config=config,
+        goodput=totals["productive"] / config.duration_s,
+        interruptions=interruptions,
+        buckets_per_trial=totals,
+        cause_counts={name: cause_counts[:, k] for k, name in enumerate(config.cause_names)},
+        **more,
+    )

@@ -68,7 +68,7 @@ from ..categories import (
 )
 from .in_job_sim import InJobTrials
 from .sim_config import SimConfig, SimResult
-from .sim_cycle import compute_and_durable, cycle_shape, failure_gaps
+from .sim_cycle import cause_shares, compute_and_durable, cycle_shape, failure_gaps, trial_result
 
 # Up to this many (trial, failure) cells are processed per chunk (~8 MB per array).
 _CELLS_PER_CHUNK = 1_000_000
@@ -243,10 +243,7 @@ class _Trials:
         self.interruptions = np.zeros(trials, dtype=np.int64)
         self.cause_counts = np.zeros((trials, len(config.cause_names)), dtype=np.int64)
         self.devices_lost = np.zeros(trials, dtype=np.int64)
-        self.cause_shares = None
-        if config.failure_causes is not None:
-            counts = np.array([count for _, count in config.failure_causes], dtype=float)
-            self.cause_shares = counts / counts.sum()
+        self.cause_shares = cause_shares(config)
         self.active = np.arange(trials)  # trials whose wall clock has not reached duration
         self.period_start = np.zeros(trials)  # where each active trial's next up period starts
         self.has_checkpoint = np.zeros(trials, dtype=bool)  # a durable checkpoint exists
@@ -305,12 +302,4 @@ class _Trials:
         return np.where(failed, np.where(takes_domain, config.domain_size, 1), 0).sum(axis=1)
 
     def result(self) -> SimResult:
-        config = self.config
-        return SimResult(
-            config=config,
-            goodput=self.totals[PRODUCTIVE] / config.duration_s,
-            interruptions=self.interruptions,
-            buckets_per_trial=self.totals,
-            cause_counts={name: self.cause_counts[:, k] for k, name in enumerate(config.cause_names)},
-            devices_lost=self.devices_lost,
-        )
+        return trial_result(self.config, self.totals, self.interruptions, self.cause_counts, devices_lost=self.devices_lost)
