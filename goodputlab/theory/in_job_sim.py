@@ -105,7 +105,7 @@ class InJobTrials:
         columns = int(math.ceil(expected + 6.0 * math.sqrt(expected) + 8.0))
         if self._stopped_periods:
             typical = self._stopped_period_failures / self._stopped_periods
-            columns = min(columns, int(math.ceil(4.0 * typical)) + 16)
+            columns = min(columns, int(math.ceil(2.0 * typical)) + 16)
         return max(8, columns)
 
     def _relaunch_s(self, failure_number: np.ndarray) -> np.ndarray:
