@@ -301,6 +301,7 @@ def _sim_config(args: argparse.Namespace, replica_groups: int = 1) -> SimConfig:
 
 
 _RECOVERIES = ("restart", "in-job")
+_SHARE_OF_LOSSES = _Reader(float, "a share between 0 and 1 of device losses that take a whole domain")
 _LAWS = ("poisson", "weibull")
 
 
@@ -343,13 +344,14 @@ def _failure_and_recovery_values(args: argparse.Namespace, replica_groups: int) 
             raise ConfigError(flag, getattr(args, flag), "only with --recovery in-job")
     domain_size = _value(args, "domain_size", _AT_LEAST_ONE)
     if args.domain_share is not None and domain_size == 1:
-        raise ConfigError("domain_share", args.domain_share, "only with --domain-size > 1 (a domain of one device is no domain)")
+        raise ConfigError("domain_share", args.domain_share,
+                          "only with --domain-size > 1 (a domain of one device is no domain)")
     shape = _value(args, "weibull_shape", _Reader(float, "a finite number between 0.2 and 5 (the Weibull shape of the time "
                                                          "between failures: 1 is Poisson)"))
     values = {
         "failure_shape": 1.0 if shape is None else shape,
         "domain_size": domain_size,
-        "domain_share": 1.0 if args.domain_share is None else _value(args, "domain_share", _Reader(float, "a share between 0 and 1 of device losses that take a whole domain")),
+        "domain_share": 1.0 if args.domain_share is None else _value(args, "domain_share", _SHARE_OF_LOSSES),
         "recovery": args.recovery,
         "replica_groups": replica_groups,
         "min_groups": 1 if args.min_groups is None else _value(args, "min_groups", _AT_LEAST_ONE),
@@ -408,7 +410,8 @@ def _print_group_sweep(config: SimConfig, groups: list[int], as_json: bool) -> i
         print(
             f"{row['label']:<12}{result.config.group_devices:>14,}{row['goodput_mean']:>9.4f}"
             f"{2 * row['goodput_stderr']:>8.4f}{row['goodput_p5']:>8.4f}{row['job_restarts_mean']:>13.1f}"
-            f"{row['share_degraded']:>10.2%}{heal:>8.2%}{row['share_lost_work']:>8.2%}{row['share_restart']:>9.2%}{model:>12}"
+            f"{row['share_degraded']:>10.2%}{heal:>8.2%}{row['share_lost_work']:>8.2%}"
+            f"{row['share_restart']:>9.2%}{model:>12}"
         )
     print()
     print("+- two standard errors of the mean goodput; degraded, heal, lost and restart are shares of the wall time")

@@ -253,7 +253,8 @@ def predict(config: SimConfig) -> InJobPrediction:
     """
     check(config.failure_shape == 1.0, "failure_shape", config.failure_shape, "1 (Poisson failures) for the closed form")
     check(config.domain_size == 1, "domain_size", config.domain_size, "1 (a failure takes one device) for the closed form")
-    check(config.hot_spares == 0, "hot_spares", config.hot_spares, "0 for the closed form (a spare changes the restart as failures come)")
+    check(config.hot_spares == 0, "hot_spares", config.hot_spares,
+          "0 for the closed form (a spare changes the restart as failures come)")
     in_job = config.recovery == "in-job"
     prediction = in_job_goodput(
         interval_s=config.interval_s,

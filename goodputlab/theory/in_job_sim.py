@@ -152,7 +152,8 @@ class InJobTrials:
         end = np.full(n, config.duration_s)
         struck = (times[:, 0] < recovery) & (times[:, 0] < left)  # a failure during the recovery starts it again
         end[struck] = start[struck] + times[struck, 0]
-        self._count(rows[struck], np.ones(struck.sum(), dtype=np.int64), devices[struck, 0], np.ones(struck.sum(), dtype=bool), rng)
+        once = np.ones(int(struck.sum()), dtype=np.int64)
+        self._count(rows[struck], once, devices[struck, 0], once.astype(bool), rng)
         trains = (times[:, 0] >= recovery) & (recovery < left)
         if trains.any():
             k = np.flatnonzero(trains)
@@ -196,7 +197,8 @@ class InJobTrials:
         at = stop.x[:, :used]
         away = stop.valid[:, :used] & (at < length[:, None])
         begin = np.where(away, at, 0.0)
-        finish = np.where(away, np.minimum(np.minimum(stop.next_x[:, :used], at + stop.recovery_s[:, :used]), length[:, None]), 0.0)
+        back = np.minimum(stop.next_x[:, :used], at + stop.recovery_s[:, :used])  # hit again, or back
+        finish = np.where(away, np.minimum(back, length[:, None]), 0.0)
         relaunched = np.minimum(finish, begin + stop.relaunch_s[:, :used]) - begin
         c_begin = compute_done(begin, config)
         c_finish = compute_done(finish, config)
@@ -236,7 +238,8 @@ class InJobTrials:
             self.cause_counts[rows] += rng.multinomial(failures, self.cause_shares)
 
     def result(self) -> SimResult:
-        return trial_result(self.config, self.totals, self.interruptions, self.cause_counts, job_restarts=self.job_restarts, devices_lost=self.devices_lost)
+        return trial_result(self.config, self.totals, self.interruptions, self.cause_counts,
+                            job_restarts=self.job_restarts, devices_lost=self.devices_lost)
 
 
 def domain_groups(domain: np.ndarray, domain_size: int, group_devices: int, slots: int) -> np.ndarray:

@@ -147,19 +147,26 @@ class SimConfig:
         check(self.devices % groups == 0, "replica_groups", groups,
               f"a number of replica groups that divides the {self.devices:,} devices into equal groups")
         in_job = self.recovery == "in-job"
-        check(in_job or groups == 1, "replica_groups", groups, "1 unless recovery='in-job' (groups recover on their own only in-job)")
+        check(in_job or groups == 1, "replica_groups", groups,
+              "1 unless recovery='in-job' (groups recover on their own only in-job)")
         validate.whole("min_groups", self.min_groups, 1, groups, note="the fewest replica groups the job trains on")
         if in_job:
-            check(self.heal_s is not None, "heal_s", None, "the seconds a relaunched group takes to fetch the live state from a peer (needed with recovery='in-job')")
+            check(self.heal_s is not None, "heal_s", None,
+                  "the seconds a relaunched group takes to fetch the live state from a peer (needed with recovery='in-job')")
             validate.seconds("heal_s", self.heal_s)
         else:
-            check(self.heal_s is None, "heal_s", self.heal_s, "None unless recovery='in-job' (a whole-job restart loads a checkpoint: restore_s)")
+            check(self.heal_s is None, "heal_s", self.heal_s,
+                  "None unless recovery='in-job' (a whole-job restart loads a checkpoint: restore_s)")
 
     def _check_domains(self) -> None:
-        size = validate.whole("domain_size", self.domain_size, 1, self.devices, note="devices a single failure can take at once")
-        check(self.devices % size == 0, "domain_size", size, f"a domain size that divides the {self.devices:,} devices into whole domains")
-        validate.number("domain_share", self.domain_share, 0, 1, allowed="a share between 0 and 1 of device losses that take a whole domain")
-        check(size > 1 or self.domain_share == 1.0, "domain_share", self.domain_share, "1 (the default) unless domain_size > 1")
+        size = validate.whole("domain_size", self.domain_size, 1, self.devices,
+                              note="devices a single failure can take at once")
+        check(self.devices % size == 0, "domain_size", size,
+              f"a domain size that divides the {self.devices:,} devices into whole domains")
+        validate.number("domain_share", self.domain_share, 0, 1,
+                        allowed="a share between 0 and 1 of device losses that take a whole domain")
+        check(size > 1 or self.domain_share == 1.0, "domain_share", self.domain_share,
+              "1 (the default) unless domain_size > 1")
         check(self.failure_causes is None or size == 1, "domain_size", size,
               "1 with a cause table (its counts are interruptions already, whatever each took)")
 
