@@ -149,10 +149,15 @@ def main() -> int:
     return 0
 
 
-def recorded() -> dict:
-    """Every recorded run of goodputlab/recorded/: its summary, and its per-step rows and samples in short."""
+def digest(value) -> str:
+    """sha256 of a value's JSON (for lists too long to keep in the reference)."""
     import hashlib
 
+    return hashlib.sha256(json.dumps(value).encode()).hexdigest()
+
+
+def recorded() -> dict:
+    """Every recorded run of goodputlab/recorded/: its summary, and its per-step rows and samples in short."""
     import goodputlab as gl
     from goodputlab.engine.ledger import summarize, surviving_samples
 
@@ -164,13 +169,13 @@ def recorded() -> dict:
             "summary": summarize(result.events, result.summary["config"]),
             "per_step": {
                 "rows": len(rows),
-                "survived": [[r["attempt"], r["step"]] for r in rows if r["survived"]],
-                "lost": [[r["attempt"], r["step"]] for r in rows if not r["survived"]],
+                "survived": digest([[r["attempt"], r["step"]] for r in rows if r["survived"]]),
+                "lost": digest([[r["attempt"], r["step"]] for r in rows if not r["survived"]]),
                 "data_wait_s": sum(r["data_wait_s"] for r in rows),
                 "compute_s": sum(r["compute_s"] for r in rows),
-                "losses": hashlib.sha256(json.dumps([r["loss"] for r in rows]).encode()).hexdigest(),
+                "losses": digest([r["loss"] for r in rows]),
             },
-            "samples": hashlib.sha256(json.dumps(surviving_samples(result.events)).encode()).hexdigest(),
+            "samples": digest(surviving_samples(result.events)),
         }
     return out
 
