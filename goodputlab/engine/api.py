@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -14,23 +15,41 @@ from .config import RunConfig
 from ..errors import RunFileError
 from .events import read_events
 from .ledger import Ledger, build_ledger, per_step
+from .recording import Recording
 from .report import breakdown_table
 from ..safe_io import UnsafeFileError, read_regular
 from .supervisor import Progress, run_supervised
 
 SUMMARY_MAX_BYTES = 64 << 20
+TIMELINE_SEGMENTS = 4000  # a recording's timeline: segments shorter than wall / this are merged
 
 
 @dataclass
 class RunResult:
-    """A finished run: its summary, raw events and ledger, with charts of them."""
+    """A finished run: its summary, raw events and ledger, with charts of them.
+
+    A job recorded with :class:`~goodputlab.Recorder` is read from its event logs only as far
+    as each use needs: the summary in one pass, the events, the per-step rows and the timeline
+    when they are asked for (``recording``)."""
 
     out: Path
     summary: dict[str, Any]
-    events: list[dict] = field(repr=False)
+    _events: list[dict] | None = field(default=None, repr=False)
+    recording: Recording | None = field(default=None, repr=False)
+
+    @property
+    def events(self) -> list[dict]:
+        """Every event of the run, sorted by time (a recording's are read into memory now)."""
+        if self._events is None:
+            self._events = self.recording.events()
+        return self._events
 
     @cached_property
     def ledger(self) -> Ledger:
+        """The ledger with its segments (a long recording's merged to a chart's resolution: segments
+        shorter than 1/4000 of the wall time join the one before them)."""
+        if self._events is None and self.recording is not None:
+            return self.recording.ledger(min_s=self.summary["wall_s"] / TIMELINE_SEGMENTS)
         return build_ledger(self.events)
 
     @property
@@ -50,6 +69,8 @@ class RunResult:
 
     def per_step(self) -> list[dict[str, Any]]:
         """One row per step execution (data wait, compute, loss, survived)."""
+        if self._events is None and self.recording is not None:
+            return self.recording.per_step()
         return per_step(self.events)
 
     def table(self) -> str:
@@ -187,13 +208,18 @@ def load_run(out: str | Path) -> RunResult:
     naming the file, and for ``events.jsonl`` the line, when a file is not what a run writes.
     """
     out = Path(out)
-    if not (out / "summary.json").is_file():
-        from .ledger import summarize
-        from .recording import read_recording
-
-        events, config = read_recording(out)
-        return RunResult(out, summarize(events, config), events)
+    if not _lexists(out / "summary.json"):
+        recording = Recording(out)
+        return RunResult(out, recording.summary(), recording=recording)
     return RunResult(out, read_summary(out / "summary.json"), read_events(out / "events.jsonl"))
+
+
+def _lexists(path: Path) -> bool:
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 class _ProgressBar:
