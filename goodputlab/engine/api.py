@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import time
@@ -160,21 +161,35 @@ def run(
     return RunResult(out, summary, read_events(out / "events.jsonl"))
 
 
+def _finite(v: Any, low: float = 0.0, high: float = math.inf) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and low <= v <= high
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 62
+
+
 _SUMMARY_FIELDS = {
-    "goodput": ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
-    "wall_s": ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
+    "goodput": ("a share between 0 and 1", lambda v: _finite(v, 0.0, 1.0)),
+    "wall_s": ("a finite number of seconds >= 0", _finite),
     "buckets": (
-        "an object of seconds per category",
-        lambda v: isinstance(v, dict) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v.values()),
+        "an object of finite seconds >= 0 per category",
+        lambda v: isinstance(v, dict) and all(_finite(x) for x in v.values()),
     ),
     "completed": ("true or false", lambda v: isinstance(v, bool)),
-    "config": ("an object", lambda v: isinstance(v, dict)),
+    "config": ("an object with a whole number of steps", lambda v: isinstance(v, dict) and _count(v.get("steps"))),
+    "failures": ("a whole number >= 0", _count),
+    "checkpoints": ("a whole number >= 0", _count),
+    "steps_completed": ("a whole number >= 0", _count),
+    "steps_executed": ("a whole number >= 0", _count),
 }
+_OPTIONAL_NUMBERS = ("initial_loss", "final_loss")  # a number or null when present
 
 
 def read_summary(path: str | Path) -> dict[str, Any]:
     """A run's ``summary.json``; raises :class:`~goodputlab.errors.RunFileError` naming the file and
-    the problem (not a regular file, not UTF-8, not a JSON object, a field missing or of the wrong type)."""
+    the problem (not a regular file, not UTF-8, not a JSON object, a field missing, of the wrong type
+    or out of its range: NaN, infinities and negative seconds are refused, never shown)."""
     path = Path(path)
     try:
         raw = read_regular(path, SUMMARY_MAX_BYTES)
@@ -188,14 +203,27 @@ def read_summary(path: str | Path) -> dict[str, Any]:
         raise RunFileError(f"{path}: not valid UTF-8 (byte {e.start})") from None
     except json.JSONDecodeError as e:
         raise RunFileError(f"{path}: not JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    except RecursionError:
+        raise RunFileError(f"{path}: not a summary (JSON nested too deeply)") from None
+    except ValueError as e:  # an integer of more than 4300 digits
+        raise RunFileError(f"{path}: not a summary ({e})") from None
     if not isinstance(summary, dict):
         raise RunFileError(f"{path}: a JSON {type(summary).__name__}, not an object")
     for name, (what, ok) in _SUMMARY_FIELDS.items():
         if name not in summary:
             raise RunFileError(f"{path}: no {name!r} field")
         if not ok(summary[name]):
-            raise RunFileError(f"{path}: {name!r} is {summary[name]!r}, not {what}")
+            raise RunFileError(f"{path}: {name!r} is {_shown(summary[name])}, not {what}")
+    for name in _OPTIONAL_NUMBERS:
+        v = summary.get(name)
+        if v is not None and not _finite(v, -math.inf):
+            raise RunFileError(f"{path}: {name!r} is {_shown(v)}, not a finite number or null")
     return summary
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def load_run(out: str | Path) -> RunResult:
