@@ -205,8 +205,8 @@ def read_summary(path: str | Path) -> dict[str, Any]:
         raise RunFileError(f"{path}: not JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
     except RecursionError:
         raise RunFileError(f"{path}: not a summary (JSON nested too deeply)") from None
-    except ValueError as e:  # an integer of more than 4300 digits
-        raise RunFileError(f"{path}: not a summary ({e})") from None
+    except ValueError:  # an integer of more than 4300 digits
+        raise RunFileError(f"{path}: not a summary (a number too long to read)") from None
     if not isinstance(summary, dict):
         raise RunFileError(f"{path}: a JSON {type(summary).__name__}, not an object")
     for name, (what, ok) in _SUMMARY_FIELDS.items():

@@ -110,8 +110,8 @@ def parse_event(raw: bytes) -> dict:
         raise ValueError(f"not JSON ({err.msg} at column {err.colno})") from None
     except RecursionError:
         raise ValueError("not an event (JSON nested too deeply)") from None
-    except ValueError as err:  # an integer of more than 4300 digits
-        raise ValueError(f"not an event ({err})") from None
+    except ValueError:  # an integer of more than 4300 digits
+        raise ValueError("not an event (a number too long to read)") from None
     if not isinstance(e, dict):
         raise ValueError(f"a JSON {type(e).__name__}, not an object")
     for name, (what, check) in (
@@ -186,8 +186,8 @@ def open_log(path: Path | str) -> int:
 
     try:
         fd, _ = open_regular(path, 1 << 62)
-    except UnsafeFileError as e:
-        raise EventLogError(f"{path}: {e}") from None
+    except UnsafeFileError as e:  # its message begins with the file's name
+        raise EventLogError(f"{Path(path).parent / str(e)}") from None
     return fd
 
 

@@ -20,11 +20,9 @@ opened with ``safe_io``'s rules: a link, a FIFO or a device where a log, ``recor
 from __future__ import annotations
 
 import copy
-import errno
 import fcntl
 import json
 import os
-import stat
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -66,20 +64,18 @@ def _lexists(path: Path) -> bool:
 
 
 def is_live(path: Path) -> bool:
-    """Is a live Recorder recording to this log? (Its lock file beside the log is held.)"""
+    """Is a live Recorder recording to this log? (Its lock file beside the log is held.) The lock file
+    must be a regular file: a link or a FIFO there is refused (:class:`EventLogError`), never waited on."""
+    from ..safe_io import UnsafeFileError, open_regular
+
     lock = _attempt_lock_path(path)
     try:
-        fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd, _ = open_regular(lock, 1 << 20)
     except FileNotFoundError:
         return False
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise EventLogError(f"{lock}: a symbolic link (never followed)") from None
-        raise EventLogError(f"{lock}: {e.strerror}") from None
+    except UnsafeFileError as e:  # its message begins with the file's name
+        raise EventLogError(f"{lock.parent / str(e)}") from None
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise EventLogError(f"{lock}: not a regular file (a recorder's lock is one)")
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         return False
     except BlockingIOError:
