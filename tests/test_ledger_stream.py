@@ -75,9 +75,9 @@ def test_a_recorded_run_gets_the_summary_rows_and_samples_of_the_old_ledger(name
     same(REFERENCE["recorded"][name], json.loads(json.dumps(got)))
 
 
-def _fold_file(path: Path) -> LedgerFold:
+def _fold_file(path: Path, runs: bool = False) -> LedgerFold:
     fold = LedgerFold()
-    for batch in event_batches(path):
+    for batch in event_batches(path, runs=runs):
         fold.feed(batch)
     return fold
 
@@ -131,6 +131,10 @@ def test_what_the_fold_keeps_grows_with_checkpoints_not_steps(tmp_path, steps):
     assert done.steps_executed == steps + lost_steps
     same(summarize([e for b in event_batches(tmp_path / "events.jsonl") for e in map(_as_dict, b)], {"steps": steps})["buckets"],
          done.buckets)
+    # a step's three lines read as columns and booked at once: the same ledger
+    fast = _fold_file(tmp_path / "events.jsonl", runs=True)
+    same(json.loads(json.dumps({**done.__dict__, "survival": None})), json.loads(json.dumps({**fast.result().__dict__, "survival": None})))
+    assert {a: len(A.starts) for a, A in fast.attempts.items()} == {a: len(A.starts) for a, A in fold.attempts.items()}
 
 
 def _as_dict(ev):

@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable
 from .. import categories as C
 from ..recovery import booking
 from . import events as E
+from .logread import StepRun
 from .steps import INF, StepSet, Survival
 
 _SUPERVISOR_KINDS = frozenset(
@@ -171,8 +172,11 @@ class LedgerFold:
             A = self.attempts[a] = _Attempt(self.marks.get(a, ()))
         return A
 
-    def feed(self, batch: Iterable[tuple]) -> None:
-        """Take the next events (tuples ``(t, attempt, step, kind, fields)``), in time order."""
+    def feed(self, batch: Iterable[tuple] | StepRun) -> None:
+        """Take the next events (tuples ``(t, attempt, step, kind, fields)``, or a :class:`StepRun`), in time order."""
+        if isinstance(batch, StepRun):
+            self.feed_run(batch)
+            return
         buckets, visit, killed, attempts = self.buckets, self.visit, self.killed, self.attempts
         last_t, max_a = self.last_t, self.max_attempt
         phase, phase_cat = self.phase, self.phase_cat
@@ -250,6 +254,56 @@ class LedgerFold:
             self.phase, self.phase_cat = phase, phase_cat
             self.slot, self.slot_s, self.slot_done = slot, slot_s, slot_done
             self.compute_s = compute_s
+
+    def feed_run(self, run: StepRun) -> None:
+        """Consecutive steps of one attempt, booked at once: the first step as three events, the rest as
+        sums of their columns (the same seconds in the same buckets as one event at a time). A run that
+        is not plain (steps not consecutive, times out of order, an attempt already killed, a second
+        pass's cuts, phases being visited) goes one event at a time."""
+        import numpy as np
+
+        n = len(run.steps)
+        a, steps, t1, t2, t3 = run.attempt, run.steps, run.t_wait, run.t_compute, run.t_end
+        A = self.attempts.get(a)
+        plain = (
+            n > 1 and self.visit is None and not self.marks and self.straggle_t is None
+            and not (self.killed and a in self.killed) and t1[0] >= self.last_t
+            and (A is None or not A.pending)
+            and bool(np.all(np.diff(steps) == 1)) and bool(np.all(t2 >= t1)) and bool(np.all(t3 >= t2))
+            and bool(np.all(t1[1:] >= t3[:-1]))
+        )  # fmt: skip
+        if not plain:
+            self.feed(run.events())
+            return
+        self.feed(run.events(0, 1))  # closes the phase before, starts the slot, the chunk, the attempt's ranges
+        A = self.attempts[a]
+        s0, s_end = int(steps[1]), int(steps[-1])
+        if A.starts and s0 < A.starts[-1]:  # the steps would fall in an earlier chunk: one at a time
+            self.feed(run.events(1))
+            return
+        wait = t2[1:] - t1[1:]
+        compute = t3[1:] - t2[1:]
+        other = t1[1:] - t3[:-1]
+        self.buckets[C.DATA_WAIT] += float(wait[wait > 0].sum())
+        self.buckets[C.OTHER] += float(other[other > 0].sum())
+        done = float(compute[compute > 0].sum())
+        self.compute_s += done
+        if self.slot is not None and self.slot_s:
+            self._flush(self.slot, self.slot_s, self.slot_done)
+        A.computed.add_range(s0, s_end)
+        A.done.add_range(s0, s_end)
+        i = A.chunk(s0)
+        A.sums[i] += done
+        loss = StepRun.loss(run.losses[-1])
+        if A.top[i] is None or s_end >= A.top[i]:
+            A.top[i], A.top_loss[i] = s_end, loss
+        if self.max_done is None or s_end > self.max_done:
+            self.max_done = s_end
+        last = (float(t3[-1]), a, s_end, E.W_STEP_END, {"loss": loss})
+        self.slot, self.slot_s, self.slot_done = (a, s_end), 0.0, True
+        self.phase, self.phase_cat = last, _CAT_LATER[E.W_STEP_END]
+        self.last_t, self.last_event = last[0], last
+        self.max_attempt = max(self.max_attempt, a)
 
     def _flush(self, slot: tuple[int, int], seconds: float, done: bool) -> None:
         """An execution's compute seconds, once another execution begins."""

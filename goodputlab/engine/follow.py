@@ -72,7 +72,7 @@ class Follower:
             self._restart(path)
         new = 0
         try:
-            for batch in self.reader.batches(stop_at_partial=True):
+            for batch in self.reader.batches(stop_at_partial=True, runs=True):
                 self.fold.feed(batch)
                 new += len(batch)
         except OutOfOrder:

@@ -153,6 +153,45 @@ _LINE = re.compile(
     rb'(?:\}|,"loss":(' + _LOSS + rb')\})|([^\n]*))\n'
 )
 _NO_FIELDS: dict = {}  # shared by every event without fields: never written to
+# A step as the recorder writes it, three lines, read as one match: its batch, its compute, its end.
+# The backreferences make the three lines one attempt's one step.
+_STEP = (
+    rb'\{"t":(' + _T + rb'),"attempt":(?P<a>' + _WHOLE + rb'),"step":(?P<s>' + _WHOLE + rb'),"kind":"data_wait"\}\n'
+    rb'\{"t":(' + _T + rb'),"attempt":(?P=a),"step":(?P=s),"kind":"compute"\}\n'
+    rb'\{"t":(' + _T + rb'),"attempt":(?P=a),"step":(?P=s),"kind":"step_end","loss":(' + _LOSS + rb')\}\n'
+)
+_STEP_OR_LINE = re.compile(rb"(?:" + _STEP + rb"|" + _LINE.pattern + rb")")
+
+
+class StepRun:
+    """Consecutive steps of one attempt, each three lines (``data_wait``, ``compute``, ``step_end``),
+    kept as columns: the fold books them all at once (:meth:`LedgerFold.feed_run`).
+
+    ``t_wait``, ``t_compute``, ``t_end``: the three times of each step (numpy arrays, seconds);
+    ``steps``: the step numbers (numpy); ``losses``: each step's loss as written (bytes)."""
+
+    __slots__ = ("attempt", "steps", "t_wait", "t_compute", "t_end", "losses")
+
+    def __init__(self, attempt, steps, t_wait, t_compute, t_end, losses):
+        self.attempt, self.steps, self.losses = attempt, steps, losses
+        self.t_wait, self.t_compute, self.t_end = t_wait, t_compute, t_end
+
+    def __len__(self) -> int:
+        return 3 * len(self.steps)
+
+    @staticmethod
+    def loss(raw: bytes) -> float | None:
+        return None if raw == b"null" else float(raw)
+
+    def events(self, start: int = 0, stop: int | None = None) -> list[tuple]:
+        """The run's steps ``start`` to ``stop`` as the fold's tuples, one per line."""
+        a, out, part = self.attempt, [], slice(start, stop)
+        for s, t1, t2, t3, loss in zip(self.steps[part].tolist(), self.t_wait[part].tolist(),
+                                       self.t_compute[part].tolist(), self.t_end[part].tolist(), self.losses[part]):  # fmt: skip
+            out.append((t1, a, s, "data_wait", _NO_FIELDS))
+            out.append((t2, a, s, "compute", _NO_FIELDS))
+            out.append((t3, a, s, "step_end", {"loss": self.loss(loss)}))
+        return out
 
 
 def _kind_of(raw: bytes, kinds: dict) -> tuple[str, bool]:
@@ -163,7 +202,7 @@ def _kind_of(raw: bytes, kinds: dict) -> tuple[str, bool]:
 
 
 def event_batches(path: Path | str, offset: int = 0, lineno: int = 0, stop_at_partial: bool = False,
-                  fd: int | None = None) -> Iterator[list[tuple]]:
+                  fd: int | None = None, runs: bool = False) -> Iterator[list[tuple] | StepRun]:
     """The events of ``path`` from byte ``offset`` (line ``lineno`` before it) in batches of tuples
     ``(t, attempt, step, kind, fields)``, in file order; ``fields`` holds the event's other fields
     (for a line read by ``json.loads``, the whole event).
@@ -171,10 +210,11 @@ def event_batches(path: Path | str, offset: int = 0, lineno: int = 0, stop_at_pa
     A last line without its newline is skipped with an :class:`EventLogWarning`, unless
     ``stop_at_partial`` (a live log being appended to: :class:`LogReader` reads it next time).
     ``fd``: an open descriptor of the file to read instead of opening ``path`` (it is closed).
+    ``runs``: a batch may also be a :class:`StepRun`, steps in columns (the ledger's fold takes them).
     """
     reader = LogReader(path, offset, lineno, fd=fd)
     try:
-        yield from reader.batches(stop_at_partial)
+        yield from reader.batches(stop_at_partial, runs)
     finally:
         reader.close()
 
@@ -205,8 +245,9 @@ class LogReader:
             os.close(self.fd)
             self.fd = -1
 
-    def batches(self, stop_at_partial: bool = False) -> Iterator[list[tuple]]:
-        """Batches of event tuples up to the end of the file (see :func:`event_batches`)."""
+    def batches(self, stop_at_partial: bool = False, runs: bool = False) -> Iterator[list[tuple] | StepRun]:
+        """Batches of event tuples up to the end of the file (see :func:`event_batches`). ``runs``: a
+        batch may also be a :class:`StepRun` (for the ledger's fold, which books one at once)."""
         rest = b""
         pos = self.offset
         while True:
@@ -220,9 +261,12 @@ class LogReader:
             if len(rest) > MAX_LINE_BYTES:
                 raise EventLogError(f"{self.path}, line {self.lineno + 1}: longer than {MAX_LINE_BYTES} bytes, not an event")
             if end:
-                batch = self._parse(data, end)
+                items = self._parse_runs(data, end)
                 self.offset = pos - len(rest)
-                yield batch
+                if runs:
+                    yield from items
+                else:
+                    yield [ev for item in items for ev in (item.events() if isinstance(item, StepRun) else item)]
         if rest and not stop_at_partial and rest.strip(b"\0 \t\r"):
             warnings.warn(
                 f"{self.path}, line {self.lineno + 1}: cut short at the end of the log "
@@ -231,42 +275,82 @@ class LogReader:
                 stacklevel=3,
             )
 
-    def _parse(self, data: bytes, end: int) -> list[tuple]:
-        kinds = _KINDS
-        out: list[tuple] = []
-        append = out.append
-        for t, a, s, k, loss, other in _LINE.findall(data, 0, end):
-            if t:
-                entry = kinds.get(k) or _kind_of(k, kinds)
-                if s == b"null":
-                    if entry[0] in _NEEDS_STEP:
-                        self._slow(data, end, len(out))  # raises, naming the line
-                    s = None
-                else:
-                    s = int(s)
-                if not entry[1]:
-                    self._slow(data, end, len(out))
-                if loss:
-                    fields = {"loss": None if loss == b"null" else float(loss)}
-                else:
-                    fields = _NO_FIELDS
-                append((float(t), int(a), s, entry[0], fields))
+    def _parse_runs(self, data: bytes, end: int) -> list[list[tuple] | StepRun]:
+        """The lines of ``data[:end]``: steps in :class:`StepRun` columns, every other line a tuple."""
+        self._chunk_lineno = self.lineno  # the line data begins with (for an error's line)
+        matches = _STEP_OR_LINE.findall(data, 0, end)
+        if not matches:
+            return []
+        cols = list(zip(*matches))  # one tuple per group: the columns of the chunk
+        firsts = cols[0]  # a step's first time, or b"" for a line read on its own
+        items: list[list[tuple] | StepRun] = []
+        i, n = 0, len(matches)
+        while i < n:
+            try:
+                j = firsts.index(b"", i)  # the next line of its own (a C-level search: they are few)
+            except ValueError:
+                j = n
+            if j > i:
+                self._runs(cols, i, j, items)
+            if j < n:
+                k = j
+                while k < n and not firsts[k]:
+                    k += 1
+                singles = []
+                for m in matches[j:k]:
+                    singles.append(self._line(m[6:], data, end))
+                    self.lineno += 1
+                items.append(singles)
+                j = k
+            i = j
+        return items
+
+    def _runs(self, cols: list[tuple], i: int, j: int, items: list) -> None:
+        """Matches ``i`` to ``j`` (all steps) as :class:`StepRun` items, one per attempt."""
+        import numpy as np
+
+        a_col = cols[1]
+        while i < j:
+            k = j if a_col[i:j].count(a_col[i]) == j - i else _attempt_change(a_col, i, j)
+            count = k - i
+            items.append(StepRun(
+                int(a_col[i]), np.fromiter(map(int, cols[2][i:k]), np.int64, count),
+                np.fromiter(map(float, cols[0][i:k]), np.float64, count),
+                np.fromiter(map(float, cols[3][i:k]), np.float64, count),
+                np.fromiter(map(float, cols[4][i:k]), np.float64, count), cols[5][i:k],
+            ))  # fmt: skip
+            self.lineno += 3 * count
+            i = k
+
+    def _line(self, groups: tuple, data: bytes, end: int) -> tuple:
+        """One line as the fold's tuple: read by the grammar when it can be, else by ``json.loads``."""
+        t, a, s, k, loss, other = groups
+        if t:
+            entry = _KINDS.get(k) or _kind_of(k, _KINDS)
+            if s == b"null":
+                if entry[0] in _NEEDS_STEP:
+                    self._slow(data, end, 0)
+                s = None
             else:
-                if len(other) > MAX_LINE_BYTES:
-                    raise EventLogError(
-                        f"{self.path}, line {self.lineno + len(out) + 1}: longer than {MAX_LINE_BYTES} bytes, not an event"
-                    )
-                try:
-                    e = parse_event(other)
-                except ValueError as err:
-                    raise EventLogError(f"{self.path}, line {self.lineno + len(out) + 1}: {err}") from None
-                append((e["t"], e["attempt"], e["step"], e["kind"], e))
-        self.lineno += len(out)
-        return out
+                s = int(s)
+            if not entry[1]:
+                self._slow(data, end, 0)
+            fields = ({"loss": None if loss == b"null" else float(loss)}) if loss else _NO_FIELDS
+            return (float(t), int(a), s, entry[0], fields)
+        if len(other) > MAX_LINE_BYTES:
+            raise EventLogError(f"{self.path}, line {self.lineno + 1}: longer than {MAX_LINE_BYTES} bytes, not an event")
+        try:
+            e = parse_event(other)
+        except ValueError as err:
+            raise EventLogError(f"{self.path}, line {self.lineno + 1}: {err}") from None
+        return (e["t"], e["attempt"], e["step"], e["kind"], e)
 
     def _slow(self, data: bytes, end: int, index: int) -> None:
         """A line the fast grammar read but that is not an event: raise with :func:`parse_event`'s reason."""
-        raw = data[:end].split(b"\n")[index]
+        start = 0
+        for _ in range(self.lineno - self._chunk_lineno + index):
+            start = data.index(b"\n", start) + 1
+        raw = data[start:data.index(b"\n", start)]
         try:
             parse_event(raw)
         except ValueError as err:
@@ -275,6 +359,12 @@ class LogReader:
 
 
 _KINDS: dict[bytes, tuple[str, bool]] = {}
+
+
+def _attempt_change(col: tuple, i: int, j: int) -> int:
+    """The first index after ``i`` (before ``j``) whose attempt differs from ``col[i]``'s."""
+    first = col[i]
+    return next(k for k in range(i + 1, j) if col[k] != first)
 
 
 def as_dict(ev: tuple) -> dict:

@@ -128,7 +128,7 @@ class Recording:
         if len(self.files) == 1:
             ((key, path),) = self.files.items()
             try:
-                return self._fold_stream(lambda: event_batches(path), self.live[key], visit)
+                return self._fold_stream(lambda: event_batches(path, runs=True), self.live[key], visit)
             except OutOfOrder:  # not a recorder's log (lines in time order): sorted in memory
                 if visit is not None:
                     visit.reset()
