@@ -14,7 +14,7 @@ its own layer and the ones below, never one above:
  0    foundation         errors, validate, categories, safe_io, procs (pure)
  1    models             theory.*, training.workload, checkpoints.registry, the pure parts of
                          efficiency and serving (numpy at most)
- 2    run records        engine.events, logread, steps, fold, ledger, config, report, merge, recorder, recorder_files, recording (pure)
+ 2    run records        engine.events, logread, steps, fold, ledger, config, report, merge, recorder, recorder_files, recording, follow (pure)
  3    training           training.*, pipeline.*, checkpoints.*, engine.worker, the efficiency
                          sweep, serving's model side: torch lives here
  4    launching          engine.supervisor, api, run_dir, scratch, interrupts; serving.cluster
@@ -78,6 +78,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("goodputlab.engine.logread", 2),  # reading an event log: every line checked, in batches
     ("goodputlab.engine.steps", 2),  # which step executions survive, as ranges of steps
     ("goodputlab.engine.fold", 2),  # the ledger in one pass
+    ("goodputlab.engine.follow", 2),  # a running job's ledger, from what its log gained
     ("goodputlab.distributed.launch", 2),  # the torchrun command line and the rules of a distributed run
     ("goodputlab.distributed.straggler", 2),
     ("goodputlab.distributed.joblog", 2),  # the job's event log made from its ranks' logs
