@@ -17,6 +17,7 @@ Running and reading runs:
 - :class:`ConfigError`: a bad value; names the field, the value and what is allowed.
 - :func:`measure_timings`: a run's phase costs read from its event log (:class:`RunTimings`).
 - :class:`Recorder`: records any training loop (your own) into the same event log and ledger.
+- :func:`watch`: a running job's breakdown in a notebook, redrawn from what its log gained.
 - :func:`recorded_run`, :func:`recorded_runs`: real runs that ship with the package, read back as a
   :class:`RunResult` without training (for slow machines and phones).
 
@@ -59,6 +60,7 @@ _API: dict[str, tuple[str, str | None]] = {
     "ConfigError": (".errors", "ConfigError"),
     "measure_timings": (".experiments.interval_sweep", "measure_timings"),
     "Recorder": (".engine.recorder", "Recorder"),
+    "watch": (".widgets.watch", "watch"),
     "recorded_run": (".engine.recorded", "recorded_run"),
     "recorded_runs": (".engine.recorded", "recorded_runs"),
     "scratch_dir": (".engine.scratch", "scratch_dir"),

@@ -2,6 +2,7 @@
 stderr compared character for character; every flag of every command must appear in it."""
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -187,3 +188,106 @@ def test_a_misspelt_command_gets_a_suggestion(capsys):
     assert e.value.code == 2
     assert capsys.readouterr().err == ("goodputlab: error: COMMAND 'rnu' is invalid; allowed: one of run, optimal, "
                                        "simulate, batch-sweep, serve-bench, report (did you mean run?)\n")
+# --- a run folder or recording someone sent you: each attack built for real --------------------
+ATTACK = re.compile(r"^\| `(?P<attack>[a-z0-9-]+)`: (?P<what>[^|]*)\| `(?P<message>.+)` \|$")
+GOOD_LOG = (
+    b'{"t":0.0,"attempt":0,"step":null,"kind":"init","total_steps":1}\n'
+    b'{"t":0.1,"attempt":0,"step":0,"kind":"compute"}\n'
+    b'{"t":0.2,"attempt":0,"step":0,"kind":"step_end","loss":1.0}\n'
+    b'{"t":0.3,"attempt":0,"step":null,"kind":"end","completed":true,"clean":true,"reason":"completed"}\n'
+)
+GOOD_SUMMARY = {
+    "goodput": 0.5, "wall_s": 0.3, "buckets": {"productive": 0.15}, "completed": True, "config": {"steps": 1},
+    "failures": 0, "checkpoints": 0, "steps_completed": 1, "steps_executed": 1,
+}  # fmt: skip
+
+
+def attacks(prefix: str):
+    found = []
+    for line in DOC.read_text().splitlines():
+        m = ATTACK.match(line)
+        if m and m["attack"].startswith("recorder-") == (prefix == "recorder-"):
+            found.append(pytest.param(m["attack"], m["message"], id=m["attack"]))
+    return found
+
+
+def _recording(folder: Path, second_line: bytes | None = None) -> None:
+    """A good one-step recording; ``second_line`` replaces its second line."""
+    folder.mkdir()
+    (folder / "recorder.json").write_text('{"format": 1, "t0_unix": 1.0}\n')
+    lines = GOOD_LOG.splitlines(keepends=True)
+    if second_line is not None:
+        lines[1] = second_line + b"\n"
+    (folder / "events.jsonl").write_bytes(b"".join(lines))
+
+
+def _lab_folder(folder: Path, **summary) -> None:
+    """A lab run's folder whose summary.json has ``summary``'s changes (None: the field left out)."""
+    folder.mkdir()
+    (folder / "events.jsonl").write_bytes(GOOD_LOG)
+    fields = {k: v for k, v in {**GOOD_SUMMARY, **summary}.items() if v is not None}
+    text = json.dumps(fields)  # NaN and Infinity as Python's json writes them
+    (folder / "summary.json").write_text(text)
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+REPORT_ATTACKS = {
+    "link-to-dev-zero": lambda d: (d.mkdir(), (d / "recorder.json").write_text("{}"), (d / "events-rank0.jsonl").symlink_to("/dev/zero")),
+    "fifo-log": lambda d: (d.mkdir(), os.mkfifo(d / "events-rank0.jsonl")),
+    "fifo-lock": lambda d: (_recording(d), os.mkfifo(d / ".events.jsonl.lock")),
+    "summary-missing-field": lambda d: _lab_folder(d, failures=None),
+    "line-over-1mb": lambda d: _recording(d, b'{"t":0.1,"pad":"' + b"x" * (2 << 20) + b'"}'),
+    "t-is-text": lambda d: _recording(d, b'{"t":"x","attempt":0,"step":0,"kind":"compute"}'),
+    "t-is-nan": lambda d: _recording(d, b'{"t":NaN,"attempt":0,"step":0,"kind":"compute"}'),
+    "deep-nesting": lambda d: _recording(d, b'{"t":0.1,"deep":' + DEEP + b"}"),
+    "huge-integer": lambda d: _recording(d, b'{"t":0.1,"attempt":' + b"9" * 5000 + b',"step":0,"kind":"compute"}'),
+    "huge-integer-summary": lambda d: (_lab_folder(d), (d / "summary.json").write_text('{"failures": ' + "9" * 5000 + "}")),
+    "deep-summary": lambda d: (_lab_folder(d), (d / "summary.json").write_bytes(DEEP)),
+    "nan-goodput": lambda d: _lab_folder(d, goodput=float("nan")),
+    "negative-wall": lambda d: _lab_folder(d, wall_s=-5),
+    "infinite-bucket": lambda d: _lab_folder(d, buckets={"productive": float("inf")}),
+}
+
+
+@pytest.mark.timeout(60)  # a FIFO or /dev/zero that is opened would hang or fill memory
+@pytest.mark.parametrize("attack,message", attacks("report"))
+def test_report_refuses_each_attack_with_one_line(attack, message, tmp_path, capsys):
+    folder = tmp_path / "sent"
+    REPORT_ATTACKS[attack](folder)
+    before = {p.name: (p.lstat().st_size, p.lstat().st_mtime_ns) for p in folder.iterdir()}
+    code = main(["report", str(folder)])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err == message.replace("<folder>", str(folder)) + "\n"
+    assert {p.name: (p.lstat().st_size, p.lstat().st_mtime_ns) for p in folder.iterdir()} == before
+
+
+def test_every_report_attack_is_documented():
+    assert {p.values[0] for p in attacks("report")} == set(REPORT_ATTACKS)
+    assert {p.values[0] for p in attacks("recorder-")} == set(RECORDER_ATTACKS)
+
+
+RECORDER_ATTACKS = {
+    "recorder-log-link": lambda d, victim: (d.mkdir(), (d / "events.jsonl").symlink_to(victim)),
+    "recorder-log-fifo": lambda d, victim: (d.mkdir(), os.mkfifo(d / "events.jsonl")),
+    "recorder-lock-link": lambda d, victim: (d.mkdir(), (d / ".events.jsonl.lock").symlink_to(victim)),
+    "recorder-lock-fifo": lambda d, victim: (d.mkdir(), os.mkfifo(d / ".events.jsonl.lock")),
+    "recorder-meta-link": lambda d, victim: (d.mkdir(), (d / "recorder.json").symlink_to(victim)),
+}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("attack,message", attacks("recorder-"))
+def test_the_recorder_refuses_a_planted_link_or_fifo_and_never_touches_its_target(attack, message, tmp_path):
+    import goodputlab as gl
+    from goodputlab.engine.recorder import RecorderError
+
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"the user's data\n" * 1000)  # a log's tail repair would have truncated it
+    folder = tmp_path / "prepared"
+    RECORDER_ATTACKS[attack](folder, victim)
+    with pytest.raises(RecorderError) as e:
+        gl.Recorder(folder)
+    assert f"RecorderError: {e.value}" == message.replace("<folder>", str(folder))
+    assert "\n" not in str(e.value)
+    assert victim.read_bytes() == b"the user's data\n" * 1000

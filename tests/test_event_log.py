@@ -19,6 +19,12 @@ GOOD = [
 ]
 
 
+GOOD_SUMMARY = {
+    "goodput": 0.1, "wall_s": 0.7, "buckets": {"productive": 0.07}, "completed": True, "config": {"steps": 1},
+    "failures": 0, "checkpoints": 0, "steps_completed": 1, "steps_executed": 1,
+}  # fmt: skip
+
+
 def write_log(path, lines: list[bytes]):
     path.write_bytes(b"".join(lines))
     return path
@@ -61,7 +67,7 @@ def test_load_run_and_the_ledger_get_the_same_clear_error(tmp_path):
     lines = good_lines()
     lines.insert(1, b"[]\n")
     write_log(tmp_path / "events.jsonl", lines)
-    (tmp_path / "summary.json").write_text(json.dumps({"goodput": 0.1, "wall_s": 0.7, "buckets": {}, "completed": True, "config": {}}))
+    (tmp_path / "summary.json").write_text(json.dumps(GOOD_SUMMARY))
     with pytest.raises(EventLogError, match=r"events.jsonl, line 2: a JSON list"):
         load_run(tmp_path)
     with pytest.raises(EventLogError, match="line 2"):

@@ -14,7 +14,7 @@ its own layer and the ones below, never one above:
  0    foundation         errors, validate, categories, safe_io, procs (pure)
  1    models             theory.*, training.workload, checkpoints.registry, the pure parts of
                          efficiency and serving (numpy at most)
- 2    run records        engine.events, ledger, config, report, merge, recorder, recording (pure)
+ 2    run records        engine.events, logread, steps, fold, ledger, config, report, merge, recorder, recorder_files, recording, follow (pure)
  3    training           training.*, pipeline.*, checkpoints.*, engine.worker, the efficiency
                          sweep, serving's model side: torch lives here
  4    launching          engine.supervisor, launch, supervision, torchrun_supervision, api, run_dir,
@@ -76,6 +76,11 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("goodputlab.engine.merge", 2),
     ("goodputlab.engine.recorder", 2),
     ("goodputlab.engine.recording", 2),
+    ("goodputlab.engine.recorder_files", 2),  # a recording's files: t0, the lock, the log's tail
+    ("goodputlab.engine.logread", 2),  # reading an event log: every line checked, in batches
+    ("goodputlab.engine.steps", 2),  # which step executions survive, as ranges of steps
+    ("goodputlab.engine.fold", 2),  # the ledger in one pass
+    ("goodputlab.engine.follow", 2),  # a running job's ledger, from what its log gained
     ("goodputlab.distributed.launch", 2),  # the torchrun command line and the rules of a distributed run
     ("goodputlab.distributed.binding", 2),  # where a distributed run's sockets listen
     ("goodputlab.distributed.straggler", 2),

@@ -426,3 +426,60 @@ def test_example_killed_and_restarted_is_reported(examples, name, cli, cli_env):
     assert s["buckets"]["lost_work"] > 0 and s["buckets"]["restart"] >= 0.3
     assert s["buckets"]["checkpoint_restore"] > 0 and s["checkpoints"] >= 200 // 25
     assert 0 < s["goodput"] < 1 and s["final_loss"] < s["initial_loss"]
+
+
+# --- help, the fast lines, SIGKILL durability -----------------------------------------------------
+def test_help_shows_the_recorders_arguments_and_blocks():
+    import pydoc
+
+    text = pydoc.render_doc(gl.Recorder, renderer=pydoc.plaintext)
+    assert "Recorder(run_dir: 'str | Path', *, total_steps: 'int | None' = None, rank: 'int | None' = None)" in text
+    for word in ("``run_dir``", "``total_steps``", "``rank``", "checkpoint_restore", "data_wait", "checkpoint_save", "close"):
+        assert word in text, word
+    assert "Initialize self" not in text  # __init__ says what its arguments are
+
+
+@pytest.mark.parametrize("t", [0.0, 1e-07, 0.5, 3.14159265358979, 12.34567895, 1234567.1234567, 98765.00000005])
+def test_a_time_written_with_seven_decimals_reads_as_the_writer_rounded_it(t):
+    line = b'{"t":%.7f,"attempt":0,"step":1,"kind":"compute"}' % t
+    assert json.loads(line)["t"] == round(t, 7)
+
+
+def test_a_negative_step_is_refused(tmp_path):
+    with gl.Recorder(tmp_path) as rec:
+        with pytest.raises(ValueError, match="step=-1 is invalid"):
+            with rec.step(-1):
+                pass
+
+
+KILLED_MID_WRITE = r"""
+import sys, goodputlab as gl
+rec = gl.Recorder(sys.argv[1])
+print("recording", flush=True)
+step = 0
+while True:  # as fast as it can: a kill lands in the middle of writing, if anywhere
+    with rec.data_wait():
+        pass
+    with rec.step(step) as s:
+        s.loss = 0.5
+    step += 1
+"""
+
+
+def test_sigkill_at_random_moments_never_leaves_a_torn_line(tmp_path):
+    import random
+
+    rng = random.Random(7)
+    for attempt in range(6):
+        p = subprocess.Popen([sys.executable, "-c", KILLED_MID_WRITE, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+        assert p.stdout.readline().strip() == "recording"
+        time.sleep(rng.uniform(0.02, 0.3))
+        p.kill()
+        p.wait()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a line cut short would warn
+            events = read_log(tmp_path / "events.jsonl")
+        assert events[-1]["attempt"] == attempt
+        assert (tmp_path / "events.jsonl").read_bytes().endswith(b"\n")
+    s = gl.load_run(tmp_path).summary
+    assert s["attempts"] == 6 and s["failures"] == 6 and closes(s)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import os
 import tempfile
 import time
 import warnings
@@ -15,12 +17,14 @@ from .config import RunConfig
 from ..errors import RunFileError
 from .events import read_events
 from .ledger import Ledger, build_ledger, per_step
+from .recording import Recording
 from .report import breakdown_table
 from ..recovery.modes import restart_warning
 from ..safe_io import UnsafeFileError, read_regular
 from .supervisor import Progress, run_supervised
 
 SUMMARY_MAX_BYTES = 64 << 20
+TIMELINE_SEGMENTS = 4000  # a recording's timeline: segments shorter than wall / this are merged
 
 
 class RunCharts(Protocol):
@@ -55,14 +59,30 @@ def _run_charts() -> RunCharts:
 
 @dataclass
 class RunResult:
-    """A finished run: its summary, raw events and ledger, with charts of them (drawn by :class:`RunCharts`)."""
+    """A finished run: its summary, raw events and ledger, with charts of them (drawn by :class:`RunCharts`).
+
+    A job recorded with :class:`~goodputlab.Recorder` is read from its event logs only as far
+    as each use needs: the summary in one pass, the events, the per-step rows and the timeline
+    when they are asked for (``recording``)."""
 
     out: Path
     summary: dict[str, Any]
-    events: list[dict] = field(repr=False)
+    _events: list[dict] | None = field(default=None, repr=False)
+    recording: Recording | None = field(default=None, repr=False)
+
+    @property
+    def events(self) -> list[dict]:
+        """Every event of the run, sorted by time (a recording's are read into memory now)."""
+        if self._events is None:
+            self._events = self.recording.events()
+        return self._events
 
     @cached_property
     def ledger(self) -> Ledger:
+        """The ledger with its segments (a long recording's merged to a chart's resolution: segments
+        shorter than 1/4000 of the wall time join the one before them)."""
+        if self._events is None and self.recording is not None:
+            return self.recording.ledger(min_s=self.summary["wall_s"] / TIMELINE_SEGMENTS)
         return build_ledger(self.events)
 
     @property
@@ -82,6 +102,8 @@ class RunResult:
 
     def per_step(self) -> list[dict[str, Any]]:
         """One row per step execution (data wait, compute, loss, survived)."""
+        if self._events is None and self.recording is not None:
+            return self.recording.per_step()
         return per_step(self.events)
 
     def table(self) -> str:
@@ -177,21 +199,35 @@ class RestartCostWarning(UserWarning):
     """A run whose restarts cost more than half its MTBF (``summary["restart_vs_mtbf"]``)."""
 
 
+def _finite(v: Any, low: float = 0.0, high: float = math.inf) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and low <= v <= high
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 62
+
+
 _SUMMARY_FIELDS = {
-    "goodput": ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
-    "wall_s": ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
+    "goodput": ("a share between 0 and 1", lambda v: _finite(v, 0.0, 1.0)),
+    "wall_s": ("a finite number of seconds >= 0", _finite),
     "buckets": (
-        "an object of seconds per category",
-        lambda v: isinstance(v, dict) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v.values()),
+        "an object of finite seconds >= 0 per category",
+        lambda v: isinstance(v, dict) and all(_finite(x) for x in v.values()),
     ),
     "completed": ("true or false", lambda v: isinstance(v, bool)),
-    "config": ("an object", lambda v: isinstance(v, dict)),
+    "config": ("an object with a whole number of steps", lambda v: isinstance(v, dict) and _count(v.get("steps"))),
+    "failures": ("a whole number >= 0", _count),
+    "checkpoints": ("a whole number >= 0", _count),
+    "steps_completed": ("a whole number >= 0", _count),
+    "steps_executed": ("a whole number >= 0", _count),
 }
+_OPTIONAL_NUMBERS = ("initial_loss", "final_loss")  # a number or null when present
 
 
 def read_summary(path: str | Path) -> dict[str, Any]:
     """A run's ``summary.json``; raises :class:`~goodputlab.errors.RunFileError` naming the file and
-    the problem (not a regular file, not UTF-8, not a JSON object, a field missing or of the wrong type)."""
+    the problem (not a regular file, not UTF-8, not a JSON object, a field missing, of the wrong type
+    or out of its range: NaN, infinities and negative seconds are refused, never shown)."""
     path = Path(path)
     try:
         raw = read_regular(path, SUMMARY_MAX_BYTES)
@@ -205,14 +241,27 @@ def read_summary(path: str | Path) -> dict[str, Any]:
         raise RunFileError(f"{path}: not valid UTF-8 (byte {e.start})") from None
     except json.JSONDecodeError as e:
         raise RunFileError(f"{path}: not JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    except RecursionError:
+        raise RunFileError(f"{path}: not a summary (JSON nested too deeply)") from None
+    except ValueError:  # an integer of more than 4300 digits
+        raise RunFileError(f"{path}: not a summary (a number too long to read)") from None
     if not isinstance(summary, dict):
         raise RunFileError(f"{path}: a JSON {type(summary).__name__}, not an object")
     for name, (what, ok) in _SUMMARY_FIELDS.items():
         if name not in summary:
             raise RunFileError(f"{path}: no {name!r} field")
         if not ok(summary[name]):
-            raise RunFileError(f"{path}: {name!r} is {summary[name]!r}, not {what}")
+            raise RunFileError(f"{path}: {name!r} is {_shown(summary[name])}, not {what}")
+    for name in _OPTIONAL_NUMBERS:
+        v = summary.get(name)
+        if v is not None and not _finite(v, -math.inf):
+            raise RunFileError(f"{path}: {name!r} is {_shown(v)}, not a finite number or null")
     return summary
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def load_run(out: str | Path) -> RunResult:
@@ -225,13 +274,18 @@ def load_run(out: str | Path) -> RunResult:
     naming the file, and for ``events.jsonl`` the line, when a file is not what a run writes.
     """
     out = Path(out)
-    if not (out / "summary.json").is_file():
-        from .ledger import summarize
-        from .recording import read_recording
-
-        events, config = read_recording(out)
-        return RunResult(out, summarize(events, config), events)
+    if not _lexists(out / "summary.json"):
+        recording = Recording(out)
+        return RunResult(out, recording.summary(), recording=recording)
     return RunResult(out, read_summary(out / "summary.json"), read_events(out / "events.jsonl"))
+
+
+def _lexists(path: Path) -> bool:
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 class _ProgressBar:

@@ -8,10 +8,11 @@ under an advisory ``flock`` shared by every writer, so a full disk never leaves
 half a line in the middle of the log; the supervisor also drops a line that a
 killed writer left unfinished at the end before it appends its own.
 
-:func:`read_events` is strict: every line must be a JSON object with the fields
-and types the ledger relies on, or it raises :class:`EventLogError` naming the
-file and the line. Only a last line cut short (no newline at the end: a process
-killed mid-write) is skipped, with an :class:`EventLogWarning`.
+:func:`read_events` is strict (:mod:`goodputlab.engine.logread`, which reads logs):
+every line must be a JSON object with the fields and types the ledger relies on, or
+it raises :class:`EventLogError` naming the file and the line. Only a last line cut
+short (no newline at the end: a process killed mid-write) is skipped, with an
+:class:`EventLogWarning`.
 
 ``t`` is seconds since the run started, on the machine's monotonic clock, which
 all processes on one machine share.
@@ -27,15 +28,13 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
-import math
 import os
 import threading
 import time
-import warnings
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import RunFileError
+from .logread import MAX_LINE_BYTES, EventLogError, EventLogWarning, as_dict, event_batches, parse_event  # noqa: F401
 
 # Phases written by the supervisor.
 SUP_START = "start"  # the run begins: setting up directories and config
@@ -140,14 +139,6 @@ def event_line(t: float, attempt: int, step: int | None, kind: str, fields: dict
     record = {"t": t, "attempt": attempt, "step": step, "kind": kind}
     record.update(fields)
     return (_ENCODE(record) + "\n").encode()
-
-
-class EventLogError(RunFileError):
-    """A line of ``events.jsonl`` that is not an event; the message names the file and the line."""
-
-
-class EventLogWarning(UserWarning):
-    """The last line of ``events.jsonl`` was cut short (a process killed mid-write) and was skipped."""
 
 
 _LOCK_WAIT_S = 0.5  # a writer that cannot get the log's lock this long (its holder is stopped) writes without it
@@ -274,91 +265,6 @@ class NullWriter:
         pass
 
 
-MAX_LINE_BYTES = 1 << 20  # an event is a few hundred bytes; a longer "line" is not an event
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _is_count(v: Any) -> bool:
-    return _is_int(v) and v >= 0
-
-
-def _optional(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
-    return lambda v: v is None or check(v)
-
-
-_NUMBER = ("a number", _is_number)
-_COUNT = ("a whole number >= 0", _is_count)
-_STRING = ("a string", lambda v: isinstance(v, str))
-_STEP = ("a step number", _is_count)
-# Fields the ledger, the summary and the measurements read, by kind: (field, required, (what, check)).
-_KIND_FIELDS: dict[str, tuple[tuple[str, bool, tuple[str, Callable[[Any], bool]]], ...]] = {
-    W_COMPUTE: (("step", True, _STEP),),
-    W_DATA_WAIT: (("step", True, _STEP),),
-    W_SYNC_WAIT: (("step", True, _STEP),),
-    W_STEP_END: (
-        ("step", True, _STEP),
-        ("loss", False, ("a number", _optional(_is_number))),
-        ("samples", False, ("a list of sample numbers", lambda v: isinstance(v, list) and all(_is_count(i) for i in v))),
-    ),
-    SUP_END: (
-        ("completed", False, ("true or false", lambda v: isinstance(v, bool))),
-        ("reason", False, _STRING),
-        ("resume_step", False, _COUNT),
-    ),
-    SUP_FAILURE: (("cause", False, _STRING),),
-    M_FINISH: (
-        ("final_state_sha256", False, ("a string", _optional(lambda v: isinstance(v, str)))),
-        ("final_loss", False, ("a number", _optional(_is_number))),
-    ),
-    M_RESTORED: (("ckpt_step", True, _COUNT),),
-    M_CKPT_COMMIT: (("ckpt_step", True, _COUNT),),
-    M_CKPT_INVALID: (("ckpt_step", True, ("a step number", _is_int)), ("reason", False, _STRING)),
-}
-
-
-def parse_event(raw: bytes) -> dict:
-    """One line of the log (without its newline) as an event; raises ``ValueError`` saying what is wrong."""
-    if b"\0" in raw:
-        raise ValueError("NUL bytes (a block of zeros, as a crash of the file system can leave)")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"not valid UTF-8 (byte {e.start})") from None
-    if not text.strip():
-        raise ValueError("an empty line")
-    try:
-        e = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"not JSON ({err.msg} at column {err.colno})") from None
-    if not isinstance(e, dict):
-        raise ValueError(f"a JSON {type(e).__name__}, not an object")
-    for name, (what, check) in (
-        ("t", ("a finite number of seconds", lambda v: _is_number(v) and math.isfinite(v))),
-        ("attempt", _COUNT),
-        ("kind", ("a string", lambda v: isinstance(v, str) and v != "")),
-        ("step", ("a step number or null", _optional(_is_count))),
-    ):
-        if name not in e:
-            raise ValueError(f"no {name!r} field")
-        if not check(e[name]):
-            raise ValueError(f"{name!r} is {e[name]!r}, not {what}")
-    for name, required, (what, check) in _KIND_FIELDS.get(e["kind"], ()):
-        if name not in e:
-            if required:
-                raise ValueError(f"a {e['kind']!r} event without {name!r}")
-            continue
-        if not check(e[name]):
-            raise ValueError(f"{name!r} of a {e['kind']!r} event is {e[name]!r}, not {what}")
-    return e
-
-
 def read_events(path: Path | str) -> list[dict]:
     """All events in the file, ordered by time (stable for equal times).
 
@@ -366,33 +272,10 @@ def read_events(path: Path | str) -> list[dict]:
     not an event (not UTF-8, NUL bytes, not a JSON object, a missing field, a field
     of the wrong type). A last line without its newline (a process killed in the
     middle of writing it) is skipped with an :class:`EventLogWarning`.
-    The file must be a regular file (a link is refused).
+    The file must be a regular file (a link is refused). Reads every event into memory:
+    the ledger of a long log reads it in batches instead (:mod:`goodputlab.engine.recording`).
     """
-    from ..safe_io import UnsafeFileError, open_regular
-
-    path = Path(path)
-    try:
-        fd, _ = open_regular(path, 1 << 62)
-    except UnsafeFileError as e:
-        raise EventLogError(f"{path}: {e}") from None
-    events = []
-    with os.fdopen(fd, "rb") as f:
-        lineno = 0
-        while raw := f.readline(MAX_LINE_BYTES + 1):
-            lineno += 1
-            if not raw.endswith(b"\n"):
-                if len(raw) > MAX_LINE_BYTES:
-                    raise EventLogError(f"{path}, line {lineno}: longer than {MAX_LINE_BYTES} bytes, not an event")
-                warnings.warn(
-                    f"{path}, line {lineno}: cut short at the end of the log (a process killed while writing it); ignored",
-                    EventLogWarning,
-                    stacklevel=2,
-                )
-                break
-            try:
-                events.append(parse_event(raw[:-1]))
-            except ValueError as e:
-                raise EventLogError(f"{path}, line {lineno}: {e}") from None
+    events = [as_dict(ev) for batch in event_batches(path) for ev in batch]
     events.sort(key=lambda e: e["t"])
     return events
 

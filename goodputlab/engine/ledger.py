@@ -7,7 +7,8 @@ What needs judgement is which category a phase belongs to:
 
 * a step's compute is ``productive`` when that execution survives into the
   final model, and ``lost_work`` when a later attempt executes the same step
-  again (it was rolled back by a failure) or the run stopped before saving it;
+  again (it was rolled back by a failure) or the run stopped before saving it
+  (the rule: :mod:`goodputlab.engine.steps`);
 * start-up phases (process launch, imports, first batch) are ``startup`` in the
   first attempt and ``restart`` in every later one, together with the time
   between the kill and the next launch;
@@ -17,35 +18,30 @@ What needs judgement is which category a phase belongs to:
 * in a distributed job, waiting in the gradient all-reduce for the slowest rank
   (``sync_wait``) is ``straggler_wait``. A step's compute may then come in two parts,
   before and after the all-reduce; both count as that step's execution.
+
+One pass: :class:`LedgerFold` reads the events in time order and keeps what the
+attempts and checkpoints need, never a record per step. Whether a step's compute
+survives is known only at the end (a later attempt may redo it), so the fold adds the
+compute of completed steps up per attempt in *chunks* of steps that start at each
+checkpoint's resume point; at the end each chunk is wholly productive or wholly lost
+when the restarts resumed from checkpoints the log recorded (or from step 0). When one
+did not (a loop that resumed elsewhere), :func:`fold` reads the events a second time
+with chunks cut where survival changes: exact either way.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .. import categories as C
-from ..recovery import booking
 from . import events as E
+from .fold import Folded, LedgerFold, OutOfOrder, fold, sorted_tuples
 
-_SUPERVISOR_KINDS = frozenset(
-    {E.SUP_START, E.SUP_SPAWN, E.SUP_FAILURE, E.SUP_RESTART_DELAY, E.SUP_END, E.SUP_TEARDOWN}
-) | booking.SUPERVISOR_PHASES
-_STATIC = {
-    **booking.PHASE_CATEGORIES,  # recovery's phases: hang, handover, resume, activate, crash, loader_rebuild, straggle
-    E.SUP_START: C.STARTUP,
-    E.SUP_FAILURE: C.RESTART,
-    E.SUP_RESTART_DELAY: C.RESTART,
-    E.W_RESTORE: C.CHECKPOINT_RESTORE,
-    E.W_DATA_WAIT: C.DATA_WAIT,
-    E.W_CKPT_SAVE: C.CHECKPOINT_SAVE,
-    E.W_SYNC_WAIT: C.STRAGGLER_WAIT,
-    E.W_STEP_END: C.OTHER,
-    E.W_EXIT: C.OTHER,
-    E.SUP_TEARDOWN: C.OTHER,
-}
-_LAUNCH = frozenset({E.SUP_SPAWN, E.W_INIT, E.W_WARMUP})  # startup, or restart after a failure
+__all__ = [
+    "Segment", "Ledger", "LedgerFold", "Folded", "OutOfOrder", "fold", "build_ledger", "summarize",
+    "summary_of", "per_step", "surviving_executions", "surviving_samples",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -102,92 +98,61 @@ class Ledger:
         ]
 
 
-def _drop_after_kill(events: list[dict]) -> list[dict]:
-    """Remove worker events stamped after the supervisor killed that worker (a race of microseconds)."""
-    killed_at: dict[int, float] = {}
-    for e in events:
-        if e["kind"] == E.SUP_FAILURE:
-            killed_at[e["attempt"]] = e["t"]
-    return [
-        e
-        for e in events
-        if e["kind"] in _SUPERVISOR_KINDS or e["attempt"] not in killed_at or e["t"] <= killed_at[e["attempt"]]
-    ]
+class _Segments:
+    """Collects a fold's phases as segments; compute's category is decided once survival is known.
+
+    ``min_s``: a segment shorter than this joins the one before it in the same attempt
+    (a chart's resolution: a million-step run draws as a few thousand segments)."""
+
+    def __init__(self, min_s: float = 0.0):
+        self.min_s = min_s
+        self.raw: list[list] = []  # [start, end, category or None (compute), attempt, kind, step]
+
+    def reset(self) -> None:
+        self.raw.clear()
+
+    def __call__(self, ev: tuple, start: float, end: float | None, category: str | None) -> None:
+        if end is None or end <= start:
+            return
+        raw = self.raw
+        if self.min_s and raw:
+            last = raw[-1]
+            if end - start < self.min_s and last[3] == ev[1] and last[1] == start:
+                last[1] = end
+                return
+        raw.append([start, end, category, ev[1], ev[3], ev[2]])
+
+    def segments(self, done: Folded) -> list[Segment]:
+        t0, survives = done.t_start, done.survival.survives
+        out = []
+        for start, end, cat, attempt, kind, step in self.raw:
+            if cat is None:
+                cat = C.PRODUCTIVE if survives(attempt, step) else C.LOST_WORK
+            out.append(Segment(start - t0, end - t0, cat, attempt, kind, step))
+        return out
 
 
-def surviving_executions(events: Iterable[dict]) -> set[tuple[int, int]]:
-    """``(attempt, step)`` of every step execution that is part of the final model.
-
-    An execution survives when it completed, no later attempt executed the same
-    step, and the step is covered by the end state: the whole run when it
-    completed, else the newest valid checkpoint it left behind.
-    """
-    events = list(events)
-    done = {(e["attempt"], e["step"]) for e in events if e["kind"] == E.W_STEP_END}
-    last_attempt: dict[int, int] = {}
-    for e in events:
-        if e["kind"] == E.W_COMPUTE:
-            last_attempt[e["step"]] = max(last_attempt.get(e["step"], -1), e["attempt"])
-    end = next((e for e in reversed(events) if e["kind"] == E.SUP_END), None)
-    limit = None
-    if end is not None and not end.get("completed", False):
-        limit = end.get("resume_step", 0)  # steps below this are in the newest valid checkpoint
-    return {
-        (a, s)
-        for (a, s) in done
-        if last_attempt.get(s) == a and (limit is None or s < limit)
-    }
+def segment_collector(min_s: float = 0.0) -> _Segments:
+    """A fold's ``visit`` that collects the ledger's segments (see :class:`_Segments`)."""
+    return _Segments(min_s)
 
 
-@dataclass(frozen=True)
-class _Log:
-    """An event log made ready to read: what every reading of it starts with, written once."""
-
-    in_order: list[dict]  # every event, sorted by time
-    events: list[dict]  # the same, less a killed worker's events stamped after its kill
-    survivors: set[tuple[int, int]]  # the step executions that are part of the final model
-    phases: list[dict]  # the phase events (each lasts until the next)
-
-
-def _read(events: Iterable[dict]) -> _Log:
-    """Sort by time, drop events after a kill, find the surviving step executions, pick the phases."""
-    in_order = sorted(events, key=lambda e: e["t"])
-    kept = _drop_after_kill(in_order)
-    return _Log(in_order, kept, surviving_executions(kept), [e for e in kept if e["kind"] in E.PHASES])
+def step_rows() -> _StepRows:
+    """A fold's ``visit`` that collects one row per step execution (see :func:`per_step`)."""
+    return _StepRows()
 
 
 def build_ledger(events: Iterable[dict]) -> Ledger:
-    """Turn an event log into a :class:`Ledger`. Events may be in any order."""
-    return _ledger(_read(events))
+    """Turn an event log into a :class:`Ledger` (every segment kept). Events may be in any order."""
+    tuples = sorted_tuples(events)
+    seg = _Segments()
+    done = fold(lambda: [tuples], visit=seg)
+    return ledger_of(done, seg.segments(done))
 
 
-def _ledger(log: _Log) -> Ledger:
-    phases, buckets = log.phases, C.empty_buckets()
-    segments: list[Segment] = []
-    if not phases:
-        return Ledger([], 0.0, buckets, [], False)
-    t_start = phases[0]["t"]
-    for cur, nxt in zip(phases, phases[1:]):
-        cat = _category(cur, log.survivors)
-        seg = Segment(cur["t"] - t_start, nxt["t"] - t_start, cat, cur["attempt"], cur["kind"], cur.get("step"))
-        if seg.duration > 0:
-            segments.append(seg)
-            buckets[cat] += seg.duration
-    wall = phases[-1]["t"] - t_start
-    end = next((e for e in reversed(log.events) if e["kind"] == E.SUP_END), None)
-    failures = [e["t"] - t_start for e in log.events if e["kind"] == E.SUP_FAILURE]
-    return Ledger(segments, wall, buckets, failures, bool(end and end.get("completed")))
-
-
-def _category(event: dict, survivors: set[tuple[int, int]]) -> str:
-    kind = event["kind"]
-    if kind == E.W_COMPUTE:
-        return C.PRODUCTIVE if (event["attempt"], event["step"]) in survivors else C.LOST_WORK
-    if kind in _LAUNCH:
-        return C.STARTUP if event["attempt"] == 0 else C.RESTART
-    if kind in _STATIC:
-        return _STATIC[kind]
-    return C.OTHER
+def ledger_of(done: Folded, segments: list[Segment]) -> Ledger:
+    """The :class:`Ledger` of a fold, with ``segments`` (for charts)."""
+    return Ledger(segments, done.wall_s, done.buckets, done.failure_times, done.completed)
 
 
 def summarize(events: Iterable[dict], config: dict[str, Any]) -> dict[str, Any]:
@@ -199,30 +164,32 @@ def summarize(events: Iterable[dict], config: dict[str, Any]) -> dict[str, Any]:
     ``recovery`` is :func:`goodputlab.recovery.booking.recovery_facts` (failures injected by
     mode, hang detection times, straggler time, failed saves, loader rebuilds, handovers).
     """
-    log = _read(events)
-    ledger, survivors, events = _ledger(log), log.survivors, log.in_order
-    losses = {e["step"]: e["loss"] for e in events if e["kind"] == E.W_STEP_END and (e["attempt"], e["step"]) in survivors}
-    finish = next((e for e in reversed(events) if e["kind"] == E.M_FINISH), None)
-    end = next((e for e in reversed(events) if e["kind"] == E.SUP_END), {})
-    info = next((e for e in events if e["kind"] == E.M_WORKER_INFO), {})
-    steps_completed = config["steps"] if ledger.completed else int(end.get("resume_step", 0))
-    auto = next((e for e in reversed(events) if e["kind"] == E.M_CKPT_INTERVAL), None)
+    tuples = sorted_tuples(events)
+    return summary_of(fold(lambda: [tuples]), config)
+
+
+def summary_of(done: Folded, config: dict[str, Any]) -> dict[str, Any]:
+    """The summary (see :func:`summarize`) of a finished fold."""
+    end = done.end or {}
+    wall = done.wall_s
+    steps_completed = config["steps"] if done.completed else int(end.get("resume_step") or 0)
+    auto, info, finish = done.auto_interval, done.worker_info or {}, done.finish
     return {
-        "goodput": ledger.goodput,
-        "wall_s": ledger.wall_s,
-        "buckets": ledger.buckets,
-        "shares": ledger.shares(),
-        "failures": sum(1 for e in events if e["kind"] == E.SUP_FAILURE),
-        "checkpoints": sum(1 for e in events if e["kind"] == E.M_CKPT_COMMIT),
-        "checkpoints_skipped_invalid": sum(1 for e in events if e["kind"] == E.M_CKPT_INVALID),
+        "goodput": done.buckets[C.PRODUCTIVE] / wall if wall > 0 else 0.0,
+        "wall_s": wall,
+        "buckets": done.buckets,
+        "shares": {k: (v / wall if wall > 0 else 0.0) for k, v in done.buckets.items()},
+        "failures": done.failures,
+        "checkpoints": done.checkpoints,
+        "checkpoints_skipped_invalid": done.checkpoints_invalid,
         "steps_completed": steps_completed,
-        "steps_executed": len({(e["attempt"], e["step"]) for e in events if e["kind"] == E.W_COMPUTE}),
-        "initial_loss": losses.get(0),
-        "final_loss": losses[max(losses)] if losses else None,
-        "final_state_sha256": finish["final_state_sha256"] if finish else None,
-        "completed": ledger.completed,
+        "steps_executed": done.steps_executed,
+        "initial_loss": done.initial_loss,
+        "final_loss": done.final_loss,
+        "final_state_sha256": finish.get("final_state_sha256") if finish else None,
+        "completed": done.completed,
         "stop_reason": end.get("reason", "unknown"),
-        "attempts": 1 + max((e["attempt"] for e in events), default=0),
+        "attempts": done.attempts,
         "device": info.get("device"),
         "model_params": info.get("params"),
         "state_bytes": info.get("state_bytes"),
@@ -231,41 +198,70 @@ def summarize(events: Iterable[dict], config: dict[str, Any]) -> dict[str, Any]:
         "auto_interval": (
             {k: auto[k] for k in ("interval_s", "save_s", "mtbf_s", "failures_seen") if k in auto} if auto else None
         ),
-        "recovery": booking.recovery_facts(events, E.PHASES),
+        "recovery": done.recovery,
         "config": config,
     }
 
 
-def per_step(events: Iterable[dict]) -> list[dict[str, Any]]:
-    """One row per step execution: attempt, step, data wait, compute and sync wait seconds, loss, survived."""
-    log = _read(events)
-    events, survivors, phases = log.events, log.survivors, log.phases
-    rows: dict[tuple[int, int], dict[str, Any]] = defaultdict(
-        lambda: {"data_wait_s": 0.0, "compute_s": 0.0, "sync_wait_s": 0.0, "loss": None}
-    )
-    for cur, nxt in zip(phases, phases[1:]):
-        if cur["kind"] == E.W_DATA_WAIT:
-            rows[(cur["attempt"], cur["step"])]["data_wait_s"] += nxt["t"] - cur["t"]
-        elif cur["kind"] == E.W_COMPUTE:
-            rows[(cur["attempt"], cur["step"])]["compute_s"] += nxt["t"] - cur["t"]
-        elif cur["kind"] == E.W_SYNC_WAIT:
-            rows[(cur["attempt"], cur["step"])]["sync_wait_s"] += nxt["t"] - cur["t"]
-    for e in events:
-        if e["kind"] == E.W_STEP_END and (e["attempt"], e["step"]) in rows:
-            rows[(e["attempt"], e["step"])]["loss"] = e["loss"]
-    return [
-        {"attempt": a, "step": s, **r, "survived": (a, s) in survivors}
-        for (a, s), r in sorted(rows.items())
-    ]
+class _StepRows:
+    """Collects one row per step execution from a fold's phases (see :func:`per_step`)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[int, int], dict[str, Any]] = {}
+        self.losses: dict[tuple[int, int], Any] = {}
+        self.samples: dict[tuple[int, int], Any] = {}
+
+    def reset(self) -> None:
+        self.__init__()
+
+    _FIELD = {E.W_DATA_WAIT: "data_wait_s", E.W_COMPUTE: "compute_s", E.W_SYNC_WAIT: "sync_wait_s"}
+
+    def __call__(self, ev: tuple, start: float, end: float | None, category: str | None) -> None:
+        t, attempt, step, kind, fields = ev
+        if kind == E.W_STEP_END:
+            self.losses[(attempt, step)] = fields.get("loss")
+            if "samples" in fields:
+                self.samples[(attempt, step)] = fields["samples"]
+            return
+        name = self._FIELD.get(kind)
+        if name is None or end is None:
+            return
+        row = self.rows.get((attempt, step))
+        if row is None:
+            row = self.rows[(attempt, step)] = {"data_wait_s": 0.0, "compute_s": 0.0, "sync_wait_s": 0.0}
+        row[name] += end - start
+
+    def table(self, done: Folded) -> list[dict[str, Any]]:
+        survives = done.survival.survives
+        return [
+            {"attempt": a, "step": s, **r, "loss": self.losses.get((a, s)), "survived": survives(a, s)}
+            for (a, s), r in sorted(self.rows.items())
+        ]
+
+
+def per_step(events: Iterable[dict] | Callable[[], Iterable[list[tuple]]]) -> list[dict[str, Any]]:
+    """One row per step execution: attempt, step, data wait, compute and sync wait seconds, loss, survived.
+
+    ``events``: a list of events, or a function giving a fresh stream of event batches each time it is
+    called (a recording read from its files, see :mod:`goodputlab.engine.recording`)."""
+    source = events if callable(events) else (lambda tuples=sorted_tuples(events): [tuples])
+    rows = _StepRows()
+    return rows.table(fold(source, visit=rows))
+
+
+def surviving_executions(events: Iterable[dict]) -> set[tuple[int, int]]:
+    """``(attempt, step)`` of every step execution that is part of the final model."""
+    tuples = sorted_tuples(events)
+    done = fold(lambda: [tuples])
+    return {(a, s) for a in done.survival.done for lo, hi in done.survival.surviving(a) for s in range(lo, hi + 1)}
 
 
 def surviving_samples(events: Iterable[dict]) -> list[list[int]]:
     """The sample indices of every step of the final model, in step order."""
-    log = _read(events)
-    events, survivors = log.events, log.survivors
-    by_step = {
-        e["step"]: e["samples"]
-        for e in events
-        if e["kind"] == E.W_STEP_END and (e["attempt"], e["step"]) in survivors
-    }
+    tuples = sorted_tuples(events)
+    rows = _StepRows()
+    done = fold(lambda: [tuples], visit=rows)
+    by_step = {s: v for (a, s), v in rows.samples.items() if done.survival.survives(a, s)}
     return [by_step[s] for s in sorted(by_step)]
+
+

@@ -20,50 +20,38 @@ so the same ledger books every second of the job, and ``goodputlab report DIR``
 and ``gl.load_run(DIR)`` give the same table and charts as a lab run. Pure: no
 torch, so it works in any loop.
 
-The rules (also in docs/ARCHITECTURE.md):
+The rules (in full: docs/ARCHITECTURE.md, "Recording your own job"; docs/RECORDER.md):
 
-* **Attempts.** Each ``Recorder`` on a folder that already holds a recording is a
-  new attempt (a restart). The gap from the previous attempt's last event to this
-  one's start is ``restart``; so is everything of a later attempt before its first
-  step (as ``startup`` in the first attempt), except ``checkpoint_restore``.
-  An attempt that did not close cleanly (killed, or left by an exception) counts
-  as a failure; a clean ``close()`` followed by a new attempt does not.
-* **Lost work.** An execution of a step that a later attempt executes again is
-  ``lost_work``; so are steps past the newest checkpoint of a run whose last
-  attempt did not complete. Steps must be global step numbers (increasing over
-  the job), not per-epoch indices.
-* **The clock.** A job's attempts are separate processes, possibly on another
-  boot, so the monotonic clock (which the lab's supervisor can use because it
-  outlives its workers) cannot compare them. Times are seconds since a wall-clock
-  ``t0`` saved in ``recorder.json`` by the first attempt; within an attempt they
-  advance with the monotonic clock from the wall-clock reading at its start (a
-  clock step mid-run moves nothing), and never before the previous attempt's last
-  event.
-* **The first batch** of an attempt (a ``data_wait`` before its first step) is
-  start-up, as in the lab's worker. A gap of more than :data:`SPLIT_GAP_S` between
-  the end of a ``data_wait`` or ``checkpoint_save`` block and the next block is
-  booked ``other`` (the loop's own code: logging, evaluation); shorter gaps stay
-  with the block before (it saves a write per step).
-* **Ranks.** Under ``torchrun`` (``WORLD_SIZE`` > 1) rank ``R`` records to
-  ``events-rank{R}.jsonl``; the reader merges the ranks (``goodputlab.engine.merge``),
-  matching the ranks' attempts by time. Create the ``Recorder`` before
-  ``init_process_group``: the rendezvous then keeps every rank's attempt open
-  until all ranks have started theirs.
-* **Completion.** ``close()`` marks the run completed when ``total_steps`` (if
-  given) were reached, or when ``completed=True``; without ``total_steps`` a clean
-  ``close()`` ends the run as completed. Leaving a ``with Recorder(...)`` block by
-  an exception closes the attempt as failed.
-* **Durability.** Each event is one ``O_APPEND`` write (it survives a SIGKILL); the
-  log is fsynced at every committed checkpoint and at ``close()``. A live attempt
-  holds an ``flock`` on ``.events.jsonl.lock`` beside its log: one Recorder per
-  log. A line cut short by a kill is dropped, with a warning, by the reader and by
-  the next attempt.
+* **Attempts.** Each ``Recorder`` on a folder that already holds a recording is a new
+  attempt. The gap from the previous attempt's last event is ``restart``, as is a later
+  attempt's start-up; an attempt that did not close cleanly (killed, or left by an
+  exception) is a failure, a clean ``close()`` before a new attempt is not.
+* **Lost work.** A step execution that a later attempt executes again is ``lost_work``,
+  as are steps past the newest checkpoint of a run that stopped. Steps are global step
+  numbers (increasing over the job), not per-epoch indices.
+* **The clock.** Times are seconds since a wall-clock ``t0`` in ``recorder.json``; within
+  an attempt they advance on the monotonic clock, never before the previous attempt's end.
+* **Blocks.** The first batch of an attempt is start-up; a gap of more than
+  :data:`SPLIT_GAP_S` after a ``data_wait`` or save block is ``other`` (the loop's code).
+* **Ranks.** Under ``torchrun`` rank ``R`` records to ``events-rank{R}.jsonl``; the reader
+  merges them (``goodputlab.engine.merge``). Create the ``Recorder`` before
+  ``init_process_group``.
+* **Completion.** ``close()`` completes the run when ``total_steps`` were reached, when
+  ``completed=True``, or (without ``total_steps``) on any clean close.
+* **Durability.** Each event is one ``O_APPEND`` write of a whole line, which survives a
+  SIGKILL; the log is fsynced at every committed checkpoint and at ``close()``. One live
+  Recorder per log (an ``flock`` on ``.events.jsonl.lock``), so its lines need no lock of
+  their own; a write the disk cuts short is taken back before ``ENOSPC`` is raised, and a
+  line a kill cut short is dropped, with a warning, by the reader and the next attempt.
+* **Files.** The log, ``recorder.json`` and the lock are opened without following links
+  and only as regular files (``safe_io``): a planted link is refused, never written through.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
-import json
+import math
 import operator
 import os
 import socket
@@ -73,30 +61,26 @@ from pathlib import Path
 from typing import Any
 
 from . import events as E
-from .events import EventWriter
+from .events import event_line
+from .logread import EventLogError, EventLogWarning  # noqa: F401 (re-exported: what a reader of a recording raises)
+from .recorder_files import (
+    FORMAT,
+    META_FILE,
+    RecorderError,
+    _attempt_lock_path,
+    _lexists,
+    _load_or_create_t0,
+    _repair_tail,
+    open_regular_rw,
+)
 
-META_FILE = "recorder.json"  # {"format", "t0_unix"}: written once, by the first attempt
 EVENTS_FILE = "events.jsonl"  # one process
 RANK_EVENTS_FILE = "events-rank{rank}.jsonl"  # rank R under torchrun
-FORMAT = 1
 SPLIT_GAP_S = 50e-6  # a longer gap after a data_wait or save block is booked ``other``
-_TAIL_BYTES = 1 << 16
-
-
-class RecorderError(RuntimeError):
-    """The recorder cannot record here (another live recorder, a lab run's folder, a damaged recorder.json)."""
 
 
 class NotARunDirectory(FileNotFoundError):
     """The directory holds no run: no summary.json and no event log."""
-
-
-class EventLogError(ValueError):
-    """An event log has a damaged line before its last one (not a write cut short by a kill)."""
-
-
-class EventLogWarning(UserWarning):
-    """An event log's last line was cut short (a kill mid-write) and was left out."""
 
 
 def env_rank() -> int | None:
@@ -144,13 +128,14 @@ class _DataWaitBlock(_Block):
         if last is None:  # the first batch of this attempt: start-up, as in the lab's worker
             rec._phase(E.W_WARMUP)
         else:
-            rec._phase(E.W_DATA_WAIT, last + 1 if self.step is None else operator.index(self.step))
+            step = last + 1 if self.step is None else _step(self.step)
+            rec._line(rec._fmt_data_wait, step)
         return self
 
     def __exit__(self, exc_type, exc, tb):
         rec = self.rec
-        if rec._last_step is not None and rec._writer is not None:
-            rec._pending = rec._writer.now()
+        if rec._last_step is not None and rec._fd >= 0:
+            rec._pending = time.monotonic() - rec._t0
         return False
 
 
@@ -159,28 +144,32 @@ class _StepBlock(_Block):
 
     def __enter__(self):
         rec = self.rec
-        step = self.step = operator.index(self.step)
+        step = self.step = _step(self.step)
         last = rec._last_step
         if last is not None and step <= last:
             rec._warn_order(step, last)
         rec._last_step = step
-        rec._phase(E.W_COMPUTE, step)
+        rec._line(rec._fmt_compute, step)
         return self
 
     def __exit__(self, exc_type, exc, tb):
         rec = self.rec
-        w = rec._writer
-        if w is None:
+        if rec._fd < 0:
             return False
         if exc_type is None:
             loss = self.loss
-            if loss is not None:
+            if loss is None:
+                rec._line(rec._fmt_step_end_null, self.step)
+            else:
                 loss = rec._last_loss = float(loss)
                 self.loss = None
-            w.emit(E.W_STEP_END, self.step, loss=loss)
+                if math.isfinite(loss):
+                    rec._line(rec._fmt_step_end, self.step, loss)
+                else:  # NaN and infinities as json writes them
+                    rec._emit(E.W_STEP_END, self.step, loss=loss)
             rec._done = self.step
         else:
-            w.emit(E.R_LOOP, self.step)  # the step raised: it did not complete
+            rec._emit(E.R_LOOP, self.step)  # the step raised: it did not complete
             self.loss = None
         return False
 
@@ -190,7 +179,7 @@ class _SaveBlock(_Block):
 
     def __enter__(self):
         rec = self.rec
-        rec._phase(E.W_CKPT_SAVE, rec._done if self.step is None else operator.index(self.step))
+        rec._phase(E.W_CKPT_SAVE, rec._done if self.step is None else _step(self.step))
         return self
 
     def __exit__(self, exc_type, exc, tb):
@@ -198,33 +187,48 @@ class _SaveBlock(_Block):
         return False
 
 
+def _step(step: Any) -> int:
+    step = operator.index(step)
+    if step < 0:
+        raise ValueError(f"step={step} is invalid: a global step number >= 0")
+    return step
+
+
 class Recorder:
     """Records a training loop's phases to ``run_dir``'s event log (see the module's rules).
 
-    ``run_dir``: the folder for the recording (created if needed). A folder that
-    already holds one gets a new attempt. ``total_steps``: the steps the job
-    trains in all (optional; with it, ``close()`` knows whether the run
-    completed). ``rank``: the process's rank (default: ``RANK`` under
-    ``torchrun``, else one process).
+    Arguments:
 
-    Raises :class:`RecorderError` when another live process records to the same
-    log, or the folder holds a lab run.
+    * ``run_dir``: the folder for the recording (created if needed). A folder that already
+      holds one gets a new attempt.
+    * ``total_steps``: the steps the job trains in all (optional; with it, ``close()`` knows
+      whether the run completed).
+    * ``rank``: the process's rank (default: ``RANK`` under ``torchrun``, else one process).
+
+    Blocks (each a ``with``): :meth:`checkpoint_restore`, :meth:`data_wait`, :meth:`step`,
+    :meth:`checkpoint_save`; then :meth:`close` (or leave a ``with Recorder(...)`` block).
+
+    Raises :class:`RecorderError` when another live process records to the same log, the
+    folder holds a lab run, or a file the recorder would write is a link or not a regular file.
     """
 
     def __init__(self, run_dir: str | Path, *, total_steps: int | None = None, rank: int | None = None):
+        """Start an attempt: ``run_dir`` (folder), ``total_steps`` (steps of the whole job, optional),
+        ``rank`` (default from ``torchrun``'s ``RANK``). See the class's docstring."""
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        if (self.run_dir / "summary.json").exists() and not (self.run_dir / META_FILE).exists():
+        if _lexists(self.run_dir / "summary.json") and not _lexists(self.run_dir / META_FILE):
             raise RecorderError(f"{self.run_dir} holds a lab run (summary.json); record into another folder")
         self.rank = env_rank() if rank is None else int(rank)
         self.total_steps = None if total_steps is None else operator.index(total_steps)
         self.path = events_path(self.run_dir, self.rank)
+        self._fd = -1
         t0_unix = _load_or_create_t0(self.run_dir)
 
         # Hold an exclusive lock while this attempt lives (the kernel drops it when the process
         # dies, even by SIGKILL): two live recorders would interleave their attempts. It is on a
-        # file of its own: the log's own flock belongs to its writers, one event at a time.
-        self._lock_fd = os.open(_attempt_lock_path(self.path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # file of its own, so the log's own flock stays free for any other writer's use.
+        self._lock_fd = open_regular_rw(_attempt_lock_path(self.path), "the recorder's lock")
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -232,15 +236,21 @@ class Recorder:
             raise RecorderError(
                 f"{self.path} is being recorded by another live process; one Recorder per folder and rank"
             ) from None
-        self._log_fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)  # to repair and fsync
-        prev = _repair_tail(self._log_fd, self.path)
+        try:
+            fd = open_regular_rw(self.path, "the event log")
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
+        prev = _repair_tail(fd, self.path)
         self.attempt = 0 if prev is None else prev["attempt"] + 1
 
         # Seconds since t0 on the wall clock at this attempt's start, then on the monotonic clock.
         base = time.time() - t0_unix
         if prev is not None:
             base = max(base, prev["t"])
-        self._writer = w = EventWriter(self.path, time.monotonic() - base, self.attempt)
+        self._t0 = time.monotonic() - base
+        self._fd = fd
+        self._formats(self.attempt)
         if prev is not None and prev["kind"] not in (E.SUP_FAILURE, E.SUP_RESTART_DELAY):
             if prev["kind"] == E.SUP_END and prev.get("completed"):
                 warnings.warn(
@@ -248,14 +258,12 @@ class Recorder:
                     stacklevel=2,
                 )
             # the time between the attempts belongs to the previous attempt's end, as the supervisor writes it
-            w.attempt = prev["attempt"]
             if prev["kind"] == E.SUP_END and prev.get("clean"):
-                w.emit(E.SUP_RESTART_DELAY, t=prev["t"])
+                self._write(event_line(prev["t"], prev["attempt"], None, E.SUP_RESTART_DELAY, {}))
             else:
                 cause = prev.get("reason") if prev["kind"] == E.SUP_END else "the attempt did not close (killed)"
-                w.emit(E.SUP_FAILURE, t=prev["t"], cause=cause)
-            w.attempt = self.attempt
-        w.emit(
+                self._write(event_line(prev["t"], prev["attempt"], None, E.SUP_FAILURE, {"cause": cause}))
+        self._emit(
             E.W_INIT,
             t0_unix=t0_unix,
             rank=self.rank,
@@ -274,6 +282,16 @@ class Recorder:
         self._step = _StepBlock(self)
         self._save = _SaveBlock(self)
 
+    def _formats(self, attempt: int) -> None:
+        """The lines of a step, preformatted: bytes ``%`` fills in the time, the step and the loss. A time
+        is written with 7 decimals, the value ``event_line`` writes (``round(t, 7)``)."""
+        head = b'{"t":%.7f,"attempt":' + str(attempt).encode() + b',"step":%d,"kind":"'
+        self._fmt_data_wait = head + E.W_DATA_WAIT.encode() + b'"}\n'
+        self._fmt_compute = head + E.W_COMPUTE.encode() + b'"}\n'
+        self._fmt_step_end = head + E.W_STEP_END.encode() + b'","loss":%r}\n'
+        self._fmt_step_end_null = head + E.W_STEP_END.encode() + b'","loss":null}\n'
+        self._fmt_loop = b'{"t":%.7f,"attempt":' + str(attempt).encode() + b',"step":null,"kind":"' + E.R_LOOP.encode() + b'"}\n'
+
     # --- the blocks -------------------------------------------------------------------
     def checkpoint_restore(self) -> _Block:
         """``with rec.checkpoint_restore(): ...``: loading state after a (re)start; ``checkpoint_restore``."""
@@ -288,7 +306,7 @@ class Recorder:
         return self._data
 
     def step(self, step: int) -> _Block:
-        """``with rec.step(step) as s: ...``: the compute of global step ``step``.
+        """``with rec.step(step) as s: ...``: the compute of global step ``step`` (a whole number >= 0).
 
         ``productive`` if this execution survives, else ``lost_work``. Set
         ``s.loss`` inside the block to record the loss (a float). A step whose
@@ -306,17 +324,41 @@ class Recorder:
         return self._save
 
     # --- writing --------------------------------------------------------------------------
-    def _phase(self, kind: str, step: int | None = None, **fields: Any) -> None:
-        w = self._writer
-        if w is None:
+    def _line(self, fmt: bytes, *values: Any) -> None:
+        """Write one of the step's preformatted lines at the current time (after a pending ``loop``)."""
+        if self._fd < 0:
             raise RecorderError("this Recorder is closed; a new attempt needs a new Recorder")
-        t = w.now()
+        t = time.monotonic() - self._t0
         p = self._pending
         if p is not None:
             self._pending = None
             if t - p > SPLIT_GAP_S:
-                w.emit(E.R_LOOP, t=p)
-        w.emit(kind, step, t=t, **fields)
+                self._write(self._fmt_loop % p)
+        self._write(fmt % (t, *values))
+
+    def _phase(self, kind: str, step: int | None = None) -> None:
+        if self._fd < 0:
+            raise RecorderError("this Recorder is closed; a new attempt needs a new Recorder")
+        t = time.monotonic() - self._t0
+        p = self._pending
+        if p is not None:
+            self._pending = None
+            if t - p > SPLIT_GAP_S:
+                self._write(self._fmt_loop % p)
+        self._write(event_line(t, self.attempt, step, kind, {}))
+
+    def _emit(self, kind: str, step: int | None = None, t: float | None = None, **fields: Any) -> None:
+        if t is None:
+            t = time.monotonic() - self._t0
+        self._write(event_line(t, self.attempt, step, kind, fields))
+
+    def _write(self, line: bytes) -> None:
+        """One line, one ``write``: whole, or (the disk full) taken back before ``ENOSPC`` is raised.
+        No lock: this attempt is the log's only writer (its own lock says so)."""
+        n = os.write(self._fd, line)
+        if n != len(line):
+            os.ftruncate(self._fd, os.fstat(self._fd).st_size - n)
+            raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)}: {self.path.name} took {n} of {len(line)} bytes")
 
     def _warn_order(self, step: int, last: int) -> None:
         if not self._warned_order:
@@ -328,18 +370,17 @@ class Recorder:
             )
 
     def _saved(self, step: int | None, ok: bool) -> None:
-        w = self._writer
-        if w is None:
+        if self._fd < 0:
             return
         if ok:
             # resume point: the steps this process has completed (whatever the caller's convention for ``step``)
             if self._done is not None:
                 resume = self._done + 1
             else:
-                resume = 0 if step is None else operator.index(step) + 1
-            w.emit(E.M_CKPT_COMMIT, step, ckpt_step=resume, tier="user")
-            os.fsync(self._log_fd)  # the log up to a checkpoint survives a machine crash
-        self._pending = w.now()
+                resume = 0 if step is None else _step(step) + 1
+            self._emit(E.M_CKPT_COMMIT, step, ckpt_step=resume, tier="user")
+            os.fsync(self._fd)  # the log up to a checkpoint survives a machine crash
+        self._pending = time.monotonic() - self._t0
 
     # --- the end ---------------------------------------------------------------------------
     def close(self, completed: bool | None = None) -> None:
@@ -348,28 +389,26 @@ class Recorder:
         self._close(completed, clean=True, reason=None)
 
     def _close(self, completed: bool | None, clean: bool, reason: str | None) -> None:
-        w = self._writer
-        if w is None:
+        if self._fd < 0:
             return
-        t = w.now()
+        t = time.monotonic() - self._t0
         p, self._pending = self._pending, None
         if p is not None and t - p > SPLIT_GAP_S:
-            w.emit(E.R_LOOP, t=p)
+            self._write(self._fmt_loop % p)
         steps_done = None if self._done is None else self._done + 1
         if completed is None:
             completed = clean and (self.total_steps is None or (steps_done or 0) >= self.total_steps)
         if completed:
-            w.emit(E.M_FINISH, steps_done, t=t, final_state_sha256=None, final_loss=self._last_loss)
+            self._emit(E.M_FINISH, steps_done, t=t, final_state_sha256=None, final_loss=self._last_loss)
         if reason is None:
             reason = "completed" if completed else f"closed after {steps_done or 0} of {self.total_steps or '?'} steps"
-        w.emit(E.SUP_END, t=t, completed=bool(completed), clean=clean, reason=reason)
+        self._emit(E.SUP_END, t=t, completed=bool(completed), clean=clean, reason=reason)
         try:
-            os.fsync(self._log_fd)
+            os.fsync(self._fd)
         finally:
-            w.close()
-            os.close(self._log_fd)
+            os.close(self._fd)
+            self._fd = -1
             os.close(self._lock_fd)  # releases the lock
-            self._writer = None
 
     def __enter__(self) -> Recorder:
         return self
@@ -382,75 +421,5 @@ class Recorder:
         return False
 
     def __repr__(self) -> str:
-        state = "closed" if self._writer is None else "recording"
+        state = "closed" if self._fd < 0 else "recording"
         return f"Recorder({str(self.run_dir)!r}, attempt={self.attempt}, rank={self.rank}, {state})"
-
-
-def _load_or_create_t0(run_dir: Path) -> float:
-    """The recording's t0 (Unix seconds): read from ``recorder.json``, or saved there now.
-
-    Created with a link from a complete temporary file, so ranks starting together agree
-    on one t0 and no reader sees a half-written file."""
-    meta = run_dir / META_FILE
-    if not meta.exists():
-        tmp = run_dir / f".{META_FILE}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps({"format": FORMAT, "t0_unix": time.time()}) + "\n")
-        try:
-            os.link(tmp, meta)
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink()
-    try:
-        return float(json.loads(meta.read_text())["t0_unix"])
-    except (ValueError, KeyError, TypeError) as e:
-        raise RecorderError(f"{meta} is damaged ({e}); move it away to start a new recording") from None
-
-
-def _parse(raw: bytes) -> dict | None:
-    try:
-        e = json.loads(raw)
-    except ValueError:
-        return None
-    return e if isinstance(e, dict) and "t" in e and "kind" in e and "attempt" in e else None
-
-
-def _repair_tail(fd: int, path: Path) -> dict | None:
-    """The log's last whole event; bytes after it (a write cut short) are cut off, with a warning."""
-    size = os.fstat(fd).st_size
-    chunk = min(size, _TAIL_BYTES)
-    while True:
-        base = size - chunk
-        data = os.pread(fd, chunk, base)
-        cut, last = len(data), None
-        while True:
-            nl = data.rfind(b"\n", 0, cut)
-            if nl < 0:
-                break
-            if nl + 1 < cut:  # bytes after the last newline: not a whole line
-                cut = nl + 1
-                continue
-            start = data.rfind(b"\n", 0, nl) + 1
-            if start == 0 and base > 0:
-                break  # the line may begin before this chunk
-            last = _parse(data[start:nl])
-            if last is not None:
-                break
-            cut = start
-        if last is not None or base == 0:
-            break
-        chunk = min(size, chunk * 4)
-    keep = base + cut if last is not None else 0
-    if keep < size:
-        warnings.warn(
-            f"{path}: dropped {size - keep} bytes after the last whole event (a write cut short by a kill)",
-            EventLogWarning,
-            stacklevel=3,
-        )
-        os.ftruncate(fd, keep)
-    return last
-
-
-def _attempt_lock_path(log: Path) -> Path:
-    """The file a live Recorder holds locked beside its log (``.events.jsonl.lock``)."""
-    return log.with_name(f".{log.name}.lock")

@@ -1,88 +1,80 @@
 """Reading a recorded run (``gl.Recorder``'s event logs) back: one log, a run folder's logs, its ranks merged.
 
-:func:`read_recording` is what ``gl.load_run(DIR)`` and ``goodputlab report DIR`` use for a folder
-that a :class:`~goodputlab.engine.recorder.Recorder` wrote: every log read (:func:`read_log`, which
-drops a last line a kill cut short, with a warning), an attempt that never closed ended at its last
-event (:func:`end_open_attempt`), the ranks of a ``torchrun`` job merged
-(:mod:`goodputlab.engine.merge`). Pure: no torch.
+:class:`Recording` is what ``gl.load_run(DIR)`` and ``goodputlab report DIR`` use for a folder
+that a :class:`~goodputlab.engine.recorder.Recorder` wrote (or a lab run that never wrote its
+summary). Its :meth:`~Recording.summary` reads the log once, in batches, with the ledger's fold
+(:mod:`goodputlab.engine.fold`): memory grows with the attempts and checkpoints, not the steps,
+so a ten-million-step job reports in the same few tens of megabytes as a short one. The events
+themselves (:meth:`~Recording.events`), the per-step rows and the timeline are read only when
+asked for.
+
+The rules of reading: a last line cut short by a kill is left out with a warning; an attempt
+that never closed ended at its last event (a failure, unless its log is still locked by a live
+recorder: then it is running and keeps every completed step); a run that stopped keeps the steps
+of its newest checkpoint; the logs of a ``torchrun`` job's ranks are merged
+(:mod:`goodputlab.engine.merge`; in memory: a job of many ranks is held whole). Every file is
+opened with ``safe_io``'s rules: a link, a FIFO or a device where a log, ``recorder.json``,
+``config.json`` or the lock should be is refused with one line (:class:`EventLogError`). Pure: no torch.
 """
 
 from __future__ import annotations
 
+import copy
 import fcntl
 import json
 import os
-import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from . import events as E
-from .recorder import (
-    EVENTS_FILE,
-    META_FILE,
-    EventLogError,
-    EventLogWarning,
-    NotARunDirectory,
-    _attempt_lock_path,
-    _parse,
-)
+from .fold import Folded, LedgerFold, OutOfOrder, sorted_tuples
+from .logread import EventLogError, as_dict, event_batches
+from .recorder import EVENTS_FILE, NotARunDirectory
+from .recorder_files import META_FILE, _attempt_lock_path
+
+LAB_CONFIG_MAX_BYTES = 1 << 20
 
 
 def read_log(path: Path | str) -> list[dict]:
-    """The events of one log, in file order.
-
-    A last line cut short (or damaged) by a kill mid-write is left out with an
-    :class:`EventLogWarning`; a damaged line before it raises :class:`EventLogError`
-    naming the file and line."""
-    path = Path(path)
-    lines = path.read_bytes().split(b"\n")
-    tail = lines.pop()  # after the last newline: empty, or a line cut short
-    while lines and not lines[-1].strip():
-        lines.pop()
-    events = []
-    for n, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        e = _parse(raw)
-        if e is None:
-            if n == len(lines) and not tail.strip(b"\0 \t\r"):
-                warnings.warn(
-                    f"{path}: line {n} is damaged (a write cut short); read up to line {n - 1}",
-                    EventLogWarning,
-                    stacklevel=2,
-                )
-                continue
-            raise EventLogError(f"{path}: line {n} is not an event: {raw[:60]!r}")
-        events.append(e)
-    if tail.strip(b"\0 \t\r\n"):
-        warnings.warn(
-            f"{path}: the last line is cut short ({len(tail)} bytes, a write interrupted by a kill); "
-            f"read up to line {len(lines)}",
-            EventLogWarning,
-            stacklevel=2,
-        )
-    return events
+    """The events of one log, in file order (a last line cut short by a kill is left out, with a warning)."""
+    return [as_dict(ev) for batch in event_batches(path) for ev in batch]
 
 
 def event_files(run_dir: Path | str) -> dict[int | None, Path]:
-    """The event logs in ``run_dir``: ``None`` -> events.jsonl, ``R`` -> events-rankR.jsonl."""
+    """The event logs in ``run_dir``: ``None`` -> events.jsonl, ``R`` -> events-rankR.jsonl.
+
+    Listed by name, links and other odd files included: opening one is what refuses it."""
     run_dir = Path(run_dir)
     out: dict[int | None, Path] = {}
-    if (run_dir / EVENTS_FILE).is_file():
+    if _lexists(run_dir / EVENTS_FILE):
         out[None] = run_dir / EVENTS_FILE
     for p in sorted(run_dir.glob("events-rank*.jsonl")):
         rank = p.name[len("events-rank") : -len(".jsonl")]
-        if rank.isdigit():
+        if rank.isdigit() and len(rank) <= 9:
             out[int(rank)] = p
     return out
 
 
-def _is_live(path: Path) -> bool:
-    """Is a live Recorder recording to this log?"""
+def _lexists(path: Path) -> bool:
     try:
-        fd = os.open(_attempt_lock_path(path), os.O_RDONLY | os.O_CLOEXEC)
+        os.lstat(path)
     except FileNotFoundError:
         return False
+    return True
+
+
+def is_live(path: Path) -> bool:
+    """Is a live Recorder recording to this log? (Its lock file beside the log is held.) The lock file
+    must be a regular file: a link or a FIFO there is refused (:class:`EventLogError`), never waited on."""
+    from ..safe_io import UnsafeFileError, open_regular
+
+    lock = _attempt_lock_path(path)
+    try:
+        fd, _ = open_regular(lock, 1 << 20)
+    except FileNotFoundError:
+        return False
+    except UnsafeFileError as e:  # its message begins with the file's name
+        raise EventLogError(f"{lock.parent / str(e)}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         return False
@@ -92,56 +84,185 @@ def _is_live(path: Path) -> bool:
         os.close(fd)
 
 
-def end_open_attempt(events: list[dict], live: bool = False) -> list[dict]:
-    """``events`` ending with an ``end`` event: one is added when the last attempt did not close.
-
-    A live attempt (still recording) keeps every completed step; one that died is a
-    failure and keeps only what its newest checkpoint holds, as the ledger does for a
-    stopped lab run."""
-    events = sorted(events, key=lambda e: e["t"])
+def open_attempt_events(events: list[dict], live: bool) -> list[dict]:
+    """What closes a log whose last attempt did not: ``[end]`` for a live one, ``[failure, end]``
+    for one that died (as the next attempt would write it: the failure counts already)."""
     last = events[-1]
-    if last["kind"] == E.SUP_END:
-        return events
     attempt = max(e["attempt"] for e in events)
     end = {"t": last["t"], "attempt": attempt, "step": None, "kind": E.SUP_END, "completed": False, "clean": False}
     if live:
         done = [e["step"] for e in events if e["kind"] == E.W_STEP_END and e["step"] is not None]
         end.update(reason=f"running (attempt {attempt} is still recording)", resume_step=max(done) + 1 if done else 0)
-        return events + [end]
+        return [end]
     end["reason"] = f"attempt {attempt} did not close (killed?)"
-    failure = {"t": last["t"], "attempt": attempt, "step": None, "kind": E.SUP_FAILURE, "cause": end["reason"]}
-    return events + [failure, end]  # as the next attempt would write it: the failure counts already
+    return [{"t": last["t"], "attempt": attempt, "step": None, "kind": E.SUP_FAILURE, "cause": end["reason"]}, end]
 
 
-def read_recording(run_dir: Path | str) -> tuple[list[dict], dict[str, Any]]:
-    """A run directory's events (one log, or every rank's merged) and a config for ``ledger.summarize``.
+def end_open_attempt(events: list[dict], live: bool = False) -> list[dict]:
+    """``events`` sorted, ending with an ``end`` event: one is added when the last attempt did not close."""
+    events = sorted(events, key=lambda e: e["t"])
+    if events[-1]["kind"] == E.SUP_END:
+        return events
+    return events + open_attempt_events(events, live)
 
-    Works for a recorder's folder and for a lab run without ``summary.json``.
-    Raises :class:`NotARunDirectory` when there is no event log."""
-    from .merge import merge_ranks, newest_common_checkpoint
 
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise NotARunDirectory(f"{run_dir}: no such directory")
-    files = event_files(run_dir)
-    if not files:
-        raise NotARunDirectory(
-            f"{run_dir} is not a run directory (no summary.json, events.jsonl or events-rank*.jsonl)"
-        )
-    logs = {key: read_log(p) for key, p in files.items()}
-    logs = {key: evs for key, evs in logs.items() if evs}
-    if not logs:
-        raise NotARunDirectory(f"{run_dir}: its event log is empty (nothing recorded yet)")
-    _common_clock(logs)
-    logs = {key: end_open_attempt(evs, live=_is_live(files[key])) for key, evs in logs.items()}
-    if len(logs) == 1:
-        (events,) = logs.values()
+class Recording:
+    """A run folder's event logs, read for the ledger. Raises :class:`NotARunDirectory` when there
+    is no log, or no event in any."""
+
+    def __init__(self, run_dir: Path | str):
+        self.run_dir = Path(run_dir)
+        if not self.run_dir.is_dir():
+            raise NotARunDirectory(f"{self.run_dir}: no such directory")
+        self.files = event_files(self.run_dir)
+        if not self.files:
+            raise NotARunDirectory(
+                f"{self.run_dir} is not a run directory (no summary.json, events.jsonl or events-rank*.jsonl)"
+            )
+        self.live = {key: is_live(p) for key, p in self.files.items()}
+        self._merged: list[dict] | None = None
+
+    # --- the ledger, in one pass -------------------------------------------------------------
+    def fold(self, visit=None) -> Folded:
+        """The ledger of the whole recording: see :mod:`goodputlab.engine.fold`."""
+        if len(self.files) == 1:
+            ((key, path),) = self.files.items()
+            try:
+                return self._fold_stream(lambda: event_batches(path, runs=True), self.live[key], visit)
+            except OutOfOrder:  # not a recorder's log (lines in time order): sorted in memory
+                if visit is not None:
+                    visit.reset()
+                tuples = sorted_tuples(read_log(path))
+                return self._fold_stream(lambda: [tuples], self.live[key], visit)
+        merged = sorted_tuples(self.merged_events())
+        return self._fold_stream(lambda: [merged], None, visit)
+
+    def _fold_stream(self, source: Callable[[], Iterable[list[tuple]]], live: bool | None, visit) -> Folded:
+        """Fold one log (``live``: its attempt may still be recording; None: a merged job, already ended)."""
+        marks: dict[int, list[int]] | None = None
+        for _ in range(2):
+            fold = LedgerFold(marks=marks, visit=visit)
+            for batch in source():
+                fold.feed(batch)
+            if fold.last_event is None:
+                raise NotARunDirectory(f"{self.run_dir}: its event log is empty (nothing recorded yet)")
+            done = close(fold, live)
+            if not done.partial:
+                return done
+            if visit is not None:
+                visit.reset()
+            marks = {a: done.survival.bounds(a) for a in done.survival.done}
+        raise AssertionError("cut at every bound of survival, no chunk can be partial")  # pragma: no cover
+
+    def summary(self) -> dict[str, Any]:
+        """The run's summary (``ledger.summarize``'s keys), from one pass over the log."""
+        from .ledger import summary_of
+
+        done = self.fold()
+        return summary_of(done, self.config(done))
+
+    # --- what is read only when asked ----------------------------------------------------------
+    def merged_events(self) -> list[dict]:
+        """Every event of the recording, in memory: the one log, or every rank's merged."""
+        from .merge import merge_ranks
+
+        if self._merged is not None:
+            return self._merged
+        logs = {key: read_log(p) for key, p in self.files.items()}
+        logs = {key: evs for key, evs in logs.items() if evs}
+        if not logs:
+            raise NotARunDirectory(f"{self.run_dir}: its event log is empty (nothing recorded yet)")
+        _common_clock(logs)
+        logs = {key: end_open_attempt(evs, live=self.live[key]) for key, evs in logs.items()}
+        if len(logs) == 1:
+            (events,) = logs.values()
+        else:
+            events = merge_ranks({(-1 if key is None else key): evs for key, evs in logs.items()})
+        self._merged = events
+        return events
+
+    def events(self) -> list[dict]:
+        """The events as the ledger reads them (sorted; an open attempt closed; ranks merged)."""
+        if len(self.files) > 1:
+            return self.merged_events()
+        events = sorted(self.merged_events(), key=lambda e: e["t"])
         end = events[-1]
         if not end.get("completed") and end.get("resume_step") is None:
-            events[-1] = {**end, "resume_step": newest_common_checkpoint({0: events})}
-    else:
-        events = merge_ranks({(-1 if key is None else key): evs for key, evs in logs.items()})
-    return events, _config(run_dir, events, sorted(k for k in logs if k is not None))
+            events[-1] = {**end, "resume_step": newest_checkpoint(events)}
+        return events
+
+    def ledger(self, min_s: float = 0.0):
+        """The :class:`~goodputlab.engine.ledger.Ledger` with its segments; ``min_s``: a segment shorter
+        than this joins the one before it (a chart's resolution), so a long run's timeline stays small."""
+        from .ledger import ledger_of, segment_collector
+
+        seg = segment_collector(min_s)
+        done = self.fold(visit=seg)
+        return ledger_of(done, seg.segments(done))
+
+    def per_step(self) -> list[dict[str, Any]]:
+        """One row per step execution (see :func:`goodputlab.engine.ledger.per_step`)."""
+        from .ledger import step_rows
+
+        rows = step_rows()
+        return rows.table(self.fold(visit=rows))
+
+    def config(self, done: Folded) -> dict[str, Any]:
+        """The summary's ``config``: a lab run's config.json, or what the recording says of itself."""
+        lab = self.run_dir / "config.json"
+        if _lexists(lab) and not _lexists(self.run_dir / META_FILE):
+            return read_lab_config(lab)  # a lab run that never wrote its summary
+        end, finish = done.end or {}, done.finish
+        totals = [f["total_steps"] for f in done.inits if f.get("total_steps") is not None]
+        if end.get("completed") and finish is not None and finish.get("step") is not None:
+            steps = finish["step"]
+        elif totals:
+            steps = totals[-1]
+        else:
+            steps = 1 + (done.max_step if done.max_step is not None else -1)
+        ranks = sorted(k for k in self.files if k is not None)
+        return {"steps": steps, "source": "recorder", "ranks": ranks}
+
+
+def close(fold: LedgerFold, live: bool | None, keep_open: bool = False) -> Folded:
+    """The fold's result, with the open attempt closed as :func:`end_open_attempt` does and a stopped
+    run's resume point its newest checkpoint. ``keep_open``: close a copy, so that the fold itself can
+    read on (a live view)."""
+    last = fold.last_event
+    if live is not None and last is not None and last[3] != E.SUP_END:
+        if keep_open:
+            fold = copy.deepcopy(fold)
+        head = {"t": last[0], "attempt": fold.max_attempt, "step": None, "kind": E.W_STEP_END}
+        closing = open_attempt_events([head], live)
+        if live:
+            closing[-1]["resume_step"] = fold.max_done + 1 if fold.max_done is not None else 0
+        fold.feed([(e["t"], e["attempt"], e["step"], e["kind"], e) for e in closing])
+    end, resume = fold.end, None
+    if live is not None and end is not None and not end.get("completed") and end.get("resume_step") is None:
+        resume = fold.max_ckpt_step if fold.max_ckpt_step is not None else 0
+    return fold.result(resume_step=resume)
+
+
+def newest_checkpoint(events: list[dict]) -> int:
+    """The newest checkpoint's resume point in one log (0: none)."""
+    from .merge import newest_common_checkpoint
+
+    return newest_common_checkpoint({0: events})
+
+
+def read_lab_config(path: Path) -> dict[str, Any]:
+    """A lab run's ``config.json`` (a regular file holding an object with a whole number of ``steps``)."""
+    from ..safe_io import UnsafeFileError, read_regular
+
+    try:
+        raw = read_regular(path, LAB_CONFIG_MAX_BYTES)
+        config = json.loads(raw.decode("utf-8"))
+    except (UnsafeFileError, OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise EventLogError(f"{path}: not a run's configuration ({e})") from None
+    if not isinstance(config, dict) or not isinstance(config.get("steps"), int) or isinstance(config["steps"], bool) \
+            or not 0 <= config["steps"] < 1 << 62:
+        raise EventLogError(f"{path}: not a run's configuration (no whole number of 'steps')")
+    return config
 
 
 def _common_clock(logs: dict[Any, list[dict]]) -> None:
@@ -149,7 +270,7 @@ def _common_clock(logs: dict[Any, list[dict]]) -> None:
     t0s = {}
     for key, evs in logs.items():
         t0 = next((e["t0_unix"] for e in evs if e["kind"] == E.W_INIT and "t0_unix" in e), None)
-        if t0 is not None:
+        if isinstance(t0, (int, float)) and not isinstance(t0, bool):
             t0s[key] = t0
     if len(set(t0s.values())) <= 1:
         return
@@ -157,19 +278,3 @@ def _common_clock(logs: dict[Any, list[dict]]) -> None:
     for key, t0 in t0s.items():
         if t0 != first:
             logs[key] = [{**e, "t": e["t"] + (t0 - first)} for e in logs[key]]
-
-
-def _config(run_dir: Path, events: list[dict], ranks: list[int]) -> dict[str, Any]:
-    lab = run_dir / "config.json"
-    if lab.is_file() and not (run_dir / META_FILE).exists():
-        return json.loads(lab.read_text())  # a lab run that never wrote its summary
-    end = events[-1]
-    finish = next((e for e in reversed(events) if e["kind"] == E.M_FINISH), None)
-    totals = [e["total_steps"] for e in events if e["kind"] == E.W_INIT and e.get("total_steps") is not None]
-    if end.get("completed") and finish is not None and finish.get("step") is not None:
-        steps = finish["step"]
-    elif totals:
-        steps = totals[-1]
-    else:
-        steps = 1 + max((e["step"] for e in events if e["kind"] == E.W_COMPUTE), default=-1)
-    return {"steps": steps, "source": "recorder", "ranks": ranks}

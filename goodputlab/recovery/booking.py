@@ -83,6 +83,62 @@ def category_of(kind: str) -> str | None:
     return PHASE_CATEGORIES.get(kind)
 
 
+class RecoveryTally:
+    """What recovery did, counted one event at a time (the ledger's single pass feeds it).
+
+    :meth:`see` takes every event of the log in time order (the ledger passes only the kinds in
+    :data:`TALLIED`); :meth:`phase_ended` the length of each phase of the log that ended (for the
+    straggler time); :meth:`facts` says what was counted so far.
+    """
+
+    def __init__(self) -> None:
+        self.injected: dict[str, int] = {}
+        self._hang_at: dict[int, float] = {}
+        self.detection: list[float] = []
+        self.straggle_s, self.straggle_steps = 0.0, 0
+        self.ckpt_failed = self.rebuilds = self.handovers = 0
+        self.standby_startup: list[float] = []
+
+    def see(self, t: float, attempt: int, kind: str, fields: dict) -> None:
+        if kind == M_FAILURE_INJECTED:
+            mode = fields.get("mode", "?")
+            self.injected[mode] = self.injected.get(mode, 0) + 1
+        elif kind == SUP_HANG:
+            self._hang_at[attempt] = t
+        elif kind == "failure" and attempt in self._hang_at:
+            self.detection.append(t - self._hang_at.pop(attempt))
+        elif kind == M_CKPT_FAILED:
+            self.ckpt_failed += 1
+        elif kind == W_LOADER_REBUILD:
+            self.rebuilds += 1
+        elif kind == SUP_HANDOVER:
+            self.handovers += 1
+        elif kind == W_ACTIVATE and fields.get("standby_startup_s") is not None:
+            self.standby_startup.append(float(fields["standby_startup_s"]))
+
+    def straggled(self, seconds: float) -> None:
+        """A ``straggle`` phase ended after ``seconds``."""
+        self.straggle_s += seconds
+        self.straggle_steps += 1
+
+    def facts(self) -> dict:
+        """See :func:`recovery_facts`."""
+        return {
+            "injected": dict(self.injected),
+            "hang_detection_s": list(self.detection),
+            "straggler_s": self.straggle_s,
+            "straggler_steps": self.straggle_steps,
+            "ckpt_failed": self.ckpt_failed,
+            "loader_rebuilds": self.rebuilds,
+            "handovers": self.handovers,
+            "standby_startup_s": list(self.standby_startup),
+        }
+
+
+#: The kinds :class:`RecoveryTally` counts.
+TALLIED = frozenset({M_FAILURE_INJECTED, SUP_HANG, "failure", M_CKPT_FAILED, W_LOADER_REBUILD, SUP_HANDOVER, W_ACTIVATE})
+
+
 def recovery_facts(events: list[dict], phases: frozenset[str]) -> dict:
     """What recovery did in a run, from its event log (for the summary); ``phases`` is the
     set of phase kinds (``goodputlab.events.PHASES``, which includes this module's).
@@ -94,41 +150,13 @@ def recovery_facts(events: list[dict], phases: frozenset[str]) -> dict:
     ``loader_rebuilds``, ``handovers`` (failures a hot spare took over) and
     ``standby_startup_s`` (each activated spare's start-up, spent off the critical path).
     """
-    injected: dict[str, int] = {}
-    hang_at: dict[int, float] = {}
-    detection: list[float] = []
-    straggle_s, straggle_steps = 0.0, 0
-    ckpt_failed = rebuilds = handovers = 0
-    standby_startup: list[float] = []
-    ordered = sorted(events, key=lambda e: e["t"])
-    phase_events = [e for e in ordered if e["kind"] in phases]
-    for cur, nxt in zip(phase_events, phase_events[1:]):
-        if cur["kind"] == W_STRAGGLE:
-            straggle_s += nxt["t"] - cur["t"]
-            straggle_steps += 1
-    for e in ordered:
-        kind = e["kind"]
-        if kind == M_FAILURE_INJECTED:
-            injected[e.get("mode", "?")] = injected.get(e.get("mode", "?"), 0) + 1
-        elif kind == SUP_HANG:
-            hang_at[e["attempt"]] = e["t"]
-        elif kind == "failure" and e["attempt"] in hang_at:
-            detection.append(e["t"] - hang_at.pop(e["attempt"]))
-        elif kind == M_CKPT_FAILED:
-            ckpt_failed += 1
-        elif kind == W_LOADER_REBUILD:
-            rebuilds += 1
-        elif kind == SUP_HANDOVER:
-            handovers += 1
-        elif kind == W_ACTIVATE and e.get("standby_startup_s") is not None:
-            standby_startup.append(float(e["standby_startup_s"]))
-    return {
-        "injected": injected,
-        "hang_detection_s": detection,
-        "straggler_s": straggle_s,
-        "straggler_steps": straggle_steps,
-        "ckpt_failed": ckpt_failed,
-        "loader_rebuilds": rebuilds,
-        "handovers": handovers,
-        "standby_startup_s": standby_startup,
-    }
+    tally = RecoveryTally()
+    straggle_t = None
+    for e in sorted(events, key=lambda e: e["t"]):
+        if e["kind"] in phases:
+            if straggle_t is not None:
+                tally.straggled(e["t"] - straggle_t)
+            straggle_t = e["t"] if e["kind"] == W_STRAGGLE else None
+        if e["kind"] in TALLIED:
+            tally.see(e["t"], e["attempt"], e["kind"], e)
+    return tally.facts()

@@ -23,6 +23,7 @@ from .run_panel import RunPanel  # chapter 1
 from .scaling import ScalingPanel  # chapter 7
 from .serving import ServingPanel  # chapter 9
 from .theory import CheckpointCalculator, ClusterPanel, IntervalPanel  # chapters 2 and 3
+from .watch import Watch, watch  # gl.watch: a running job's breakdown
 
 __all__ = [
     "CapstonePanel",
@@ -38,6 +39,7 @@ __all__ = [
     "RecoveryPanel",
     "RecoveryRunPanel",
     "RunControls",
+    "Watch",
     "RunPanel",
     "ScalingPanel",
     "ServingPanel",
@@ -46,4 +48,5 @@ __all__ = [
     "chart_widget",
     "set_big_number",
     "show_panel",
+    "watch",
 ]

@@ -1,0 +1,291 @@
+"""How long does `goodputlab report` take on a job of a million steps, and how much memory?
+
+    python benchmarks/report_scale.py [--steps 1000000 10000000] [--rounds 3] [--keep DIR]
+
+For each size, a real recording: a loop with empty bodies records through ``gl.Recorder``
+(data_wait, step with its loss, a checkpoint every 10,000 steps), SIGKILLs itself at 60%
+of the steps, and a second attempt resumes from its newest checkpoint to the end. Then,
+side by side in alternating rounds, each in a fresh process (wall time and the process's
+own peak RSS, from ``wait4``):
+
+* ``read``: reading the file in 1 MB blocks and counting its lines (the I/O floor);
+* ``json.loads loop``: ``for line in f: json.loads(line)``, the yardstick the aim names;
+* ``report``: ``goodputlab report DIR --json`` (the streaming ledger, interpreter start-up included);
+* the parsers alone: goodputlab's line reader (``engine/logread.py``: a regular expression
+  for the common lines, ``json.loads`` for the rest), and orjson and msgspec when installed.
+
+Then what a compact binary format would buy (size and parse rate of fixed 29-byte records via
+``struct``), and the cost of one ``--follow`` update (``engine/follow.py``) after 100 and
+10,000 new events, against reading the whole log again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from goodputlab.engine import events as E  # noqa: E402
+
+EVERY = 10_000  # steps between checkpoints
+
+RECORD = r"""
+import json, os, signal, sys
+import goodputlab as gl
+run_dir, total, kill_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+ck = os.path.join(run_dir, "ck.json")
+rec = gl.Recorder(run_dir, total_steps=total)
+with rec.checkpoint_restore():
+    step0 = json.load(open(ck))["step"] if os.path.exists(ck) else 0
+for step in range(step0, total):
+    with rec.data_wait():
+        pass
+    with rec.step(step) as s:
+        s.loss = 1.0
+    if step == kill_at:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if (step + 1) % EVERY == 0:
+        with rec.checkpoint_save(step):
+            with open(ck + ".tmp", "w") as f:
+                json.dump({"step": step + 1}, f)
+            os.replace(ck + ".tmp", ck)
+rec.close()
+""".replace("EVERY", str(EVERY))
+
+READ = r"""
+import sys
+n = 0
+with open(sys.argv[1], "rb") as f:
+    while b := f.read(1 << 20):
+        n += b.count(b"\n")
+print(n)
+"""
+JSON_LOOP = r"""
+import json, sys
+n = 0
+with open(sys.argv[1], "rb") as f:
+    for line in f:
+        json.loads(line)
+        n += 1
+print(n)
+"""
+LINE_READER = r"""
+import sys
+from goodputlab.engine.logread import event_batches
+print(sum(len(b) for b in event_batches(sys.argv[1])))
+"""
+ORJSON_LOOP = JSON_LOOP.replace("import json, sys", "import orjson as json, sys")
+MSGSPEC_LOOP = JSON_LOOP.replace("import json, sys", "import sys, msgspec\njson = msgspec.json.Decoder()").replace(
+    "json.loads(line)", "json.decode(line)"
+)
+MSGSPEC_LINES = r"""
+import sys, msgspec
+class Event(msgspec.Struct):
+    t: float
+    attempt: int
+    step: int | None
+    kind: str
+dec = msgspec.json.Decoder(Event).decode_lines
+n, rest = 0, b""
+with open(sys.argv[1], "rb") as f:
+    while b := f.read(1 << 20):
+        b = rest + b
+        i = b.rfind(b"\n") + 1
+        rest = b[i:]
+        n += len(dec(b[:i]))
+print(n)
+"""
+
+
+def run(args: list[str], env: dict | None = None) -> tuple[float, float, str]:
+    """(wall seconds, peak RSS MB, stdout) of one fresh process (``wait4`` gives its own rusage)."""
+    out_fd, out_path = tempfile.mkstemp()
+    try:
+        t = time.perf_counter()
+        p = subprocess.Popen(args, stdout=out_fd, stderr=subprocess.PIPE, env=env)
+        _, status, usage = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t
+        err = p.stderr.read().decode()
+        p.stderr.close()
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(map(str, args[:4]))} failed ({p.returncode}): {err[-500:]}")
+        return wall, usage.ru_maxrss / 1024, Path(out_path).read_text()
+    finally:
+        os.close(out_fd)
+        os.unlink(out_path)
+
+
+def make_recording(folder: Path, steps: int) -> float:
+    """A real two-attempt recording with a SIGKILL at 60% of ``steps``; returns the seconds it took."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    kill_at = int(steps * 0.6) + EVERY // 2
+    t = time.perf_counter()
+    first = subprocess.run([sys.executable, "-c", RECORD, str(folder), str(steps), str(kill_at)], env=env)
+    assert first.returncode == -9, first.returncode
+    second = subprocess.run([sys.executable, "-c", RECORD, str(folder), str(steps), "-1"], env=env)
+    assert second.returncode == 0
+    return time.perf_counter() - t
+
+
+def have(module: str) -> bool:
+    try:
+        __import__(module)
+        return True
+    except ImportError:
+        return False
+
+
+def compact_format(log: Path, limit: int = 3_000_000) -> None:
+    """Size and parse rate of the same events as fixed binary records (t f64, attempt u32, step i64, kind u8, loss f64)."""
+    import json
+
+    kinds: dict[str, int] = {}
+    rec = struct.Struct("<dIqBd")
+    out = bytearray()
+    n = json_bytes = 0
+    with open(log, "rb") as f:
+        for line in f:
+            e = json.loads(line)
+            k = kinds.setdefault(e["kind"], len(kinds))
+            out += rec.pack(e["t"], e["attempt"], -1 if e["step"] is None else e["step"], k, e.get("loss") or 0.0)
+            n += 1
+            json_bytes += len(line)
+            if n >= limit:
+                break
+    t = time.perf_counter()
+    count = sum(1 for _ in rec.iter_unpack(out))
+    parse = time.perf_counter() - t
+    assert count == n
+    print(f"  compact binary records: {len(out) / n:.0f} bytes an event against {json_bytes / n:.0f} in JSON "
+          f"({len(out) / json_bytes:.2f}x); struct.iter_unpack reads {n / parse / 1e6:.1f} M events/s "
+          f"(the events of markers with fields, e.g. a checkpoint's, do not fit the record)")
+
+
+def follow_cost(folder: Path, new_events: list[int]) -> None:
+    """One --follow update after ``k`` new events, against reading the whole log again."""
+    from goodputlab.engine.follow import Follower
+    from goodputlab.engine.recording import Recording
+
+    work = folder.parent / (folder.name + "-follow")
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(folder, work)
+    log = work / "events.jsonl"
+    size = log.stat().st_size
+    # the log as it was while the last attempt ran: without its close (the finish and end lines)
+    with open(log, "r+b") as f:
+        f.seek(max(0, size - 4096))
+        tail = f.read()
+        f.truncate(size - len(tail) + tail.rfind(b"\n", 0, tail.rfind(b'"kind":"finish"')) + 1)
+    follower = Follower(work)
+    t = time.perf_counter()
+    first = follower.update()
+    first_s = time.perf_counter() - t
+    t_last = float(first.summary["wall_s"]) + 1.0
+    step = first.summary["steps_executed"] + 10**7
+    print(f"  first update (the whole log, {first.events:,} events): {first_s:.2f} s")
+    for k in new_events:
+        with open(log, "ab") as f:
+            lines = []
+            for i in range(k):
+                kind = (E.W_DATA_WAIT, E.W_COMPUTE, E.W_STEP_END)[i % 3]
+                lines.append(E.event_line(t_last, 1, step + i // 3, kind, {"loss": 1.0} if kind == E.W_STEP_END else {}))
+                t_last += 1e-6
+            f.write(b"".join(lines))
+        times = []
+        for _ in range(5):
+            t = time.perf_counter()
+            u = follower.update()
+            times.append(time.perf_counter() - t)
+            if _ == 0:
+                assert u.new_events == k and not u.whole, (u.new_events, k)
+        t = time.perf_counter()
+        Recording(work).summary()
+        whole = time.perf_counter() - t
+        print(f"  update after {k:>6,} new events: {1000 * times[0]:8.1f} ms "
+              f"(then {1000 * statistics.median(times[1:]):.1f} ms with nothing new); "
+              f"reading the whole log again: {whole:.2f} s ({whole / times[0]:.0f}x)")
+    follower.close()
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    p.add_argument("--rounds", type=int, default=3, help="rounds per size (sizes over 2M steps: 1)")
+    p.add_argument("--keep", type=Path, help="keep (and reuse) the recordings in this folder")
+    args = p.parse_args(argv)
+    root = args.keep or Path(tempfile.mkdtemp(prefix="report-scale-"))
+    root.mkdir(parents=True, exist_ok=True)
+    py = sys.executable
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    print(f"Python {sys.version.split()[0]}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}")
+    try:
+        for steps in args.steps:
+            folder = root / f"steps-{steps}"
+            if not (folder / "events.jsonl").exists():
+                made = make_recording(folder, steps)
+                print(f"\n{steps:,} steps: recorded in {made:.1f} s ({1e6 * made / (steps * 1.1):.2f} us a step, "
+                      "both attempts, the loop included)")
+            log = folder / "events.jsonl"
+            size = log.stat().st_size
+            lines = int(run([py, "-c", READ, str(log)])[2])
+            print(f"{steps:,} steps: {lines:,} events, {size / 1e6:.0f} MB")
+            tasks = {
+                "read (floor)": [py, "-c", READ, str(log)],
+                "json.loads loop": [py, "-c", JSON_LOOP, str(log)],
+                "report --json": [py, "-m", "goodputlab.cli", "report", str(folder), "--json"],
+                "line reader alone": [py, "-c", LINE_READER, str(log)],
+            }
+            if have("orjson"):
+                tasks["orjson loop"] = [py, "-c", ORJSON_LOOP, str(log)]
+            if have("msgspec"):
+                tasks["msgspec loop"] = [py, "-c", MSGSPEC_LOOP, str(log)]
+                tasks["msgspec decode_lines"] = [py, "-c", MSGSPEC_LINES, str(log)]
+            rounds = args.rounds if steps <= 2_000_000 else 1
+            results: dict[str, list[tuple[float, float]]] = {k: [] for k in tasks}
+            summary = None
+            for _ in range(rounds):
+                for name, cmd in tasks.items():
+                    wall, rss, out = run(cmd, env)
+                    results[name].append((wall, rss))
+                    if name == "report --json":
+                        import json
+
+                        summary = json.loads(out)
+            base = statistics.median(w for w, _ in results["json.loads loop"])
+            print(f"  {'':<22}{'wall s':>9}{'vs json.loads':>15}{'peak RSS MB':>13}{'M events/s':>12}   ({rounds} rounds, medians)")
+            for name, rs in results.items():
+                wall = statistics.median(w for w, _ in rs)
+                rss = max(r for _, r in rs)
+                print(f"  {name:<22}{wall:>9.2f}{wall / base:>14.2f}x{rss:>13.0f}{lines / wall / 1e6:>12.2f}")
+            b = summary["buckets"]
+            closes = abs(sum(b.values()) - summary["wall_s"]) <= 1e-6 * summary["wall_s"]
+            print(f"  the report: goodput {summary['goodput']:.1%}, failures {summary['failures']}, "
+                  f"steps executed {summary['steps_executed']:,}, lost_work {b['lost_work']:.3f} s, "
+                  f"restart {b['restart']:.3f} s; buckets sum to the wall time: {closes}")
+            report_wall = statistics.median(w for w, _ in results["report --json"])
+            report_rss = max(r for _, r in results["report --json"])
+            print(f"  aim: report <= the json.loads loop -> {'met' if report_wall <= base else 'NOT met'} "
+                  f"({report_wall / base:.2f}x); peak RSS <= 300 MB -> {'met' if report_rss <= 300 else 'NOT met'}")
+            if steps == args.steps[0]:
+                compact_format(log)
+            follow_cost(folder, [100, 10_000])
+    finally:
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
