@@ -38,5 +38,6 @@ def test_chapter_1_runs_in_a_clusters_regime(executed_notebook):
     _, m, _ = executed_notebook(CHAPTER)
     assert m["handovers"] == m["failures"] >= 1
     r = m["ratios"]
-    assert 0 < r["restart_s"] < 10 and r["restart_over_mtbf"] == pytest.approx(r["restart_s"] / 20.0)
+    # (a restart's seconds: no bound from above, which a busy machine could break; its ratio is the point)
+    assert 0 < r["restart_s"] and r["restart_over_mtbf"] == pytest.approx(r["restart_s"] / 20.0)
     assert 0 < r["interval_over_mtbf"] < 1 and 0 < r["save_over_interval"] < 1
