@@ -135,10 +135,10 @@ figures: $(BOOK_STAMP)
 # notebooks in SMOKE mode or read pages and assert nothing about timing, so they share the cores
 # (the browser tests' log follows nbval's). Every part runs even when one fails; the target fails
 # if any did.
-# nbval on the notebooks that mark cells for it (# NBVAL_CHECK_OUTPUT: the chapters); the labs mark
-# none, so nbval would only run them again (papermill runs every lab and solution, the browser test
-# every lab)
-NBVAL_NOTEBOOKS = $(shell grep -l NBVAL_CHECK_OUTPUT book/*.ipynb labs/*.ipynb labs/solutions/*.ipynb)
+# nbval on the notebooks that tag cells for it (cell tag nbval-check-output: the chapters); the labs
+# tag none, so nbval would only run them again (papermill runs every lab and solution, the browser
+# test every lab)
+NBVAL_NOTEBOOKS = $(shell grep -l '"nbval-check-output"' book/*.ipynb labs/*.ipynb labs/solutions/*.ipynb)
 NBVAL = --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg $(NBVAL_NOTEBOOKS)
 BROWSER_TESTS := tests/test_browser.py tests/test_dashboard_browser.py tests/test_site.py
 test: $(TEST_STAMP)
