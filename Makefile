@@ -149,10 +149,10 @@ figures: $(BOOK_STAMP)
 # checks, layout, bad input) followed by nbval on the committed notebooks: none of these asserts a
 # time, so they can share the cores (the browser tests' log follows). Every part runs even when one
 # fails; the target fails if any did, and it prints how long each part and the whole took.
-# nbval on the notebooks that mark cells for it (# NBVAL_CHECK_OUTPUT: the chapters); the labs mark
-# none, so nbval would only run them again (papermill runs every lab and solution, the browser test
-# every lab)
-NBVAL_NOTEBOOKS = $(shell grep -l NBVAL_CHECK_OUTPUT book/*.ipynb labs/*.ipynb labs/solutions/*.ipynb)
+# nbval on the notebooks that tag cells for it (cell tag nbval-check-output: the chapters); the labs
+# tag none, so nbval would only run them again (papermill runs every lab and solution, the browser
+# test every lab)
+NBVAL_NOTEBOOKS = $(shell grep -l '"nbval-check-output"' book/*.ipynb labs/*.ipynb labs/solutions/*.ipynb)
 NBVAL = --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg $(NBVAL_NOTEBOOKS)
 BROWSER_TESTS := tests/test_browser.py tests/test_dashboard_browser.py tests/test_site.py
 NOT_BROWSER := $(addprefix --ignore=,$(BROWSER_TESTS))

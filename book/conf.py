@@ -39,11 +39,15 @@ myst_heading_anchors = 3
 # The committed outputs carry static figures (image/png); a live widget view cannot draw without a
 # kernel, so images come first, and no ipywidgets JavaScript is loaded (it would come from a CDN).
 nb_mime_priority_overrides = [
+    # a sentence rendered from the data (gl.say) carries Markdown and HTML: the site reads the Markdown,
+    # so its links to references.md resolve as a markdown cell's do
+    ("html", "text/markdown", 4),
     ("html", "image/png", 5),
     ("html", "image/svg+xml", 6),
     ("html", "application/vnd.jupyter.widget-view+json", 100),
 ]
 nb_ipywidgets_js = {}
+nb_render_markdown_format = "myst"  # rendered sentences: MyST, as the markdown cells (links, emphasis)
 # chapter text uses \* inside math (a markdown escape): MathJax sees the same characters
 suppress_warnings = ["mystnb.unknown_mime_type", "myst.header"]
 

@@ -34,7 +34,8 @@ The theory (all of it in :mod:`goodputlab.theory`; the ones the chapters use mos
 Namespaces: :mod:`theory` (pure models), :mod:`experiments` (real runs set beside
 the theory), :mod:`efficiency` (goodput as statistical efficiency), :mod:`serving`
 (goodput in serving), :mod:`charts` (Altair), :mod:`widgets` (ipywidgets panels),
-:mod:`labs` (the workshop's checks); and :func:`record_metrics`, the line a
+:mod:`labs` (the workshop's checks); :func:`say` and :mod:`prose`, a sentence rendered from the
+numbers it states (a chapter never types a measured figure); and :func:`record_metrics`, the line a
 notebook prints for its tests.
 
 Importing the package is cheap and never imports torch: every name above loads
@@ -79,6 +80,8 @@ _API: dict[str, tuple[str, str | None]] = {
     "human_duration": (".theory", "human_duration"),
     # the book
     "record_metrics": (".notebook", "record_metrics"),
+    "say": (".prose", "say"),
+    "prose": (".prose", None),
     # namespaces
     "theory": (".theory", None),
     "experiments": (".experiments", None),

@@ -233,6 +233,6 @@ def test_every_flag_reaches_its_field():
 def test_bare_goodputlab_lists_the_commands(capsys):
     assert main([]) == 2
     err = capsys.readouterr().err
-    for command in ("run", "optimal", "simulate", "batch-sweep", "serve-bench", "report"):
+    for command in ("run", "optimal", "simulate", "batch-sweep", "serve-bench", "report", "claim"):
         assert f"  {command} " in err
     assert "goodputlab COMMAND --help" in err

@@ -56,6 +56,7 @@ class Case:
     args: tuple = ()
     right: Any = None
     mistakes: list[tuple[str, Any, str]] = ()  # (the guide's words, the wrong answer, a phrase the feedback must contain)
+    also_right: tuple = ()  # the right answer as the text rounds it (0.68 for the book's "68%"): passes too
 
     def check(self, answer: Any) -> CheckResult:
         return self.fn(answer, *self.args)
@@ -159,7 +160,7 @@ def lab03_cases() -> list[Case]:
             ("4: taking the interval as proportional to the save cost", 4.0, "square root"),
             ("0.5: thinking a costlier save should be made more often", 0.5, "*less* often"),
         ]),
-        Case(3, 3, lab03.check_exact_2h, right=gl.exact_goodput_free(7200, M), mistakes=[
+        Case(3, 3, lab03.check_exact_2h, right=gl.exact_goodput_free(7200, M), also_right=(0.68, 0.684), mistakes=[
             ("the first-order value 1 - tau/2M", 1 - 7200 / (2 * M), "first-order"),
             ("a percentage instead of a share", 100 * gl.exact_goodput_free(7200, M), "percentage"),
         ]),
@@ -328,6 +329,8 @@ def lab07_cases() -> list[Case]:
 
 def lab08_cases() -> list[Case]:
     small, big = _gradient_draws()
+    delta = 0.3 * np.linspace(-1, 1, 10)
+    exact = (11 * (delta @ delta) + 10 * 0.7**2) / (delta @ delta)
     S, B = small.mean(), big.mean()
     grad, trace = (32 * B - 16 * S) / 16, (S - B) / (1 / 16 - 1 / 32)
     g_each, t_each = (32 * big - 16 * small) / 16, (small - big) / (1 / 16 - 1 / 32)
@@ -339,12 +342,13 @@ def lab08_cases() -> list[Case]:
             ("B_noise / M", 48 / 128, "base batch"),
             ("upside down, (B_noise + M) / (B_noise + M0)", 176 / 56, "upside down"),
         ]),
-        Case(8, 2, lab08.check_best_batch, args=(48, 2, 0.35,), right=math.sqrt(48 * knee), mistakes=[
+        Case(8, 2, lab08.check_best_batch, args=(48, 2, 0.35,), right=math.sqrt(48 * knee), also_right=(17, 16.6), mistakes=[
             ("forgetting the square root", 48 * knee, "square root"),
             ("the knee upside down (beta / alpha)", math.sqrt(48 * 0.35 / 2), "alpha / beta"),
             ("the noise scale alone", 48.0, "noise scale alone"),
         ]),
-        Case(8, 3, lab08.check_noise_scale, args=(small, big, 16, 32,), right=trace / grad, mistakes=[
+        Case(8, 3, lab08.check_noise_scale, args=(small, big, 16, 32, exact), right=trace / grad, mistakes=[
+            ("the exact noise scale of the problem instead of the estimate from the draws", exact, "estimate it from the draws"),
             ("the mean of each draw's ratio instead of the ratio of the means", float(np.mean(t_each / g_each)),
              "average the norms first"),
             ("small and big swapped", t_sw / g_sw, "swapped"),
@@ -453,6 +457,13 @@ MISTAKES = [(c, m) for c in CASES for m in c.mistakes]
 def test_the_solution_passes(case):
     result = case.check(case.right)
     assert isinstance(result, CheckResult) and result.passed, result
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.also_right], ids=lambda c: c.id)
+def test_the_answer_rounded_as_the_text_rounds_it_passes(case):
+    for answer in case.also_right:
+        assert case.check(answer).passed, (answer, case.check(answer))
+    assert not case.check(round(case.right, 1) if case.right < 1 else round(case.right) + 3).passed
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)

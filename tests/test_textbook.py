@@ -41,6 +41,7 @@ def test_every_chapter_has_the_apparatus(path):
     assert "## References" in md
     for anchor in re.findall(r"references\.md#([a-z0-9-]+)", md):
         assert f'<a id="{anchor}"></a>' in REFERENCES, f"references.md has no entry {anchor}"
+    assert "(notation.md)" in md, "a link to the notation page"
     objectives = md.index("**After this chapter you can:**")
     assert objectives < md.index("## ", md.index("\n") + 1), "objectives come before the first section"
 

@@ -17,7 +17,10 @@ notebook keeps its own cells. Fails on any cell error. After executing, every wr
    JupyterLab (``jupyter.source_hidden``); metrics are an invisible output (goodputlab.notebook).
    A ``record_metrics`` cell that also displays something (a lab's scoreboard) keeps that output
    in sight: only its source is hidden (tag ``remove-input``).
-3. records the run in its metadata (``goodputlab``: full or smoke, date, machine: cores, GPU or
+3. hides the source of every sentence rendered from the data (a cell that is one ``gl.say(...)`` call,
+   goodputlab.prose): the reader sees the sentence, not its template (tag ``remove-input``, and
+   ``jupyter.source_hidden``).
+4. records the run in its metadata (``goodputlab``: full or smoke, date, machine: cores, GPU or
    none, torch) and says so to the reader in a caption under the title (tag ``run-caption``).
 """
 
@@ -141,7 +144,7 @@ def hide_plumbing(nb: nbformat.NotebookNode) -> None:
             jupyter.pop("outputs_hidden", None)
 
 
-# --- 3. what ran, and where ------------------------------------------------------------------------
+# --- 4. what ran, and where ------------------------------------------------------------------------
 def machine() -> dict:
     """Cores, GPU (name, or None) and torch version of this machine, as the notebooks' kernel sees them."""
     probe = (
@@ -180,10 +183,34 @@ def set_caption(nb: nbformat.NotebookNode, text: str) -> None:
     nb.cells.insert(title + 1, cell)
 
 
+def is_prose(source: str) -> bool:
+    """Whether a cell is one sentence rendered from the data: a single ``gl.say(...)`` expression."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return False
+    if len(body) != 1 or not isinstance(body[0], ast.Expr) or not isinstance(body[0].value, ast.Call):
+        return False
+    func = body[0].value.func
+    return isinstance(func, ast.Attribute) and func.attr == "say" and getattr(func.value, "id", "") == "gl"
+
+
+def hide_prose_sources(nb: nbformat.NotebookNode) -> None:
+    """Step 3: the rendered sentences show their output only (website: ``remove-input``; JupyterLab:
+    the source collapsed, a click shows it)."""
+    for cell in nb.cells:
+        if cell.cell_type == "code" and is_prose(cell.source):
+            tags = cell.metadata.setdefault("tags", [])
+            if SHOWN_TAG not in tags:
+                tags.append(SHOWN_TAG)
+            cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+
+
 def tidy(nb: nbformat.NotebookNode) -> None:
-    """Every step after execution that does not need the run itself (1 and 2)."""
+    """Every step after execution that does not need the run itself (1, 2 and 3)."""
     static_outputs(nb)
     hide_plumbing(nb)
+    hide_prose_sources(nb)
     for cell in nb.cells:  # execution metadata changes on every run; keep diffs small
         cell.get("metadata", {}).pop("execution", None)
 

@@ -1,10 +1,10 @@
-"""The command line: ``goodputlab run``, ``optimal``, ``simulate``, ``batch-sweep``, ``serve-bench``, ``report``.
+"""The command line: ``goodputlab run``, ``optimal``, ``simulate``, ``batch-sweep``, ``serve-bench``, ``report``, ``claim``.
 
 One module per group of commands: :mod:`~goodputlab.cli.run` (a real run; its flags are
 generated from the run configuration), :mod:`~goodputlab.cli.theory` (``optimal`` and
 ``simulate``), :mod:`~goodputlab.cli.efficiency` (``batch-sweep``),
 :mod:`~goodputlab.cli.serving` (``serve-bench``), :mod:`~goodputlab.cli.report`
-(``report``); :mod:`~goodputlab.cli.common` holds what they share. A new command is a
+(``report``), :mod:`~goodputlab.cli.claim` (``claim``); :mod:`~goodputlab.cli.common` holds what they share. A new command is a
 module here with a ``register(subparsers)`` function, added to :data:`COMMANDS`.
 
 Bad input exits with code 2 and one line naming the flag, the value as typed and what is
@@ -23,6 +23,7 @@ import sys
 from .. import __version__
 from ..engine.interrupts import RunInterrupted, StopSignals
 from ..errors import ConfigError
+from . import claim as cli_claim
 from . import efficiency as cli_efficiency
 from . import report as cli_report
 from . import run as cli_run
@@ -31,7 +32,7 @@ from . import theory as cli_theory
 from .common import EXIT_INTERRUPTED, EXIT_USAGE, Parser, as_typed
 
 #: The modules that add commands, in the order ``goodputlab`` lists them.
-COMMANDS = (cli_run, cli_theory, cli_efficiency, cli_serving, cli_report)
+COMMANDS = (cli_run, cli_theory, cli_efficiency, cli_serving, cli_report, cli_claim)
 #: ConfigError.field -> the flag the user typed, where the two differ (the run's fields are ``--<field>``);
 #: a command whose fields are named otherwise sets its own map as the ``flags`` default of its parser.
 FLAGS: dict[str, str] = {**cli_theory.FLAGS}

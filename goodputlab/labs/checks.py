@@ -125,6 +125,20 @@ def near(answer: float, expected: float, rel: float, abs_tol: float = 1e-12) -> 
     return math.isclose(answer, expected, rel_tol=rel, abs_tol=abs_tol)
 
 
+def as_written(answer: float, expected: float, rel: float, min_digits: int = 2) -> bool:
+    """Whether ``answer`` is ``expected`` within ``rel``, or ``expected`` rounded to the precision the answer
+    is written in (0.68 for 0.684: the book's "68%"; 17 for 16.6), given at least ``min_digits``
+    significant digits (0.7 is too coarse to tell a right answer from a near miss)."""
+    if near(answer, expected, rel):
+        return True
+    text = repr(float(answer)).rstrip("0").rstrip(".") if answer != int(answer) else str(int(answer))
+    if "e" in text:
+        return False
+    decimals = len(text.split(".")[1]) if "." in text else 0
+    significant = len(text.replace("-", "").replace(".", "").lstrip("0"))
+    return significant >= min_digits and round(expected, decimals) == round(answer, decimals)
+
+
 def diagnose(answer: float, mistakes: Iterable[tuple[float, str]], rel: float) -> str | None:
     """The feedback of the first known mistake whose value ``answer`` is near; None if none."""
     for value, message in mistakes:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from .. import categories as C
 from ..theory.closed_forms import daly_interval, exact_goodput_free, expected_goodput, young_interval
 from ..theory.cluster import WORKED_EXAMPLE_MTBF_S
-from .checks import CheckResult, as_number, as_share, as_whole, check, diagnose, direction, near
+from .checks import CheckResult, as_number, as_share, as_whole, as_written, check, diagnose, direction, near
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engine.api import RunResult
@@ -60,8 +60,10 @@ def check_exact_2h(answer: Any, interval_s: float = 2 * HOUR_S, mtbf_s: float = 
     name = check_exact_2h.check_name
     share = as_share(answer, "goodput")
     expected = exact_goodput_free(interval_s, mtbf_s)
-    if near(share, expected, 0.005):
-        return CheckResult(name, True, f"{share:.1%}: four points above the back-of-envelope 64%")
+    if as_written(share, expected, 0.005):
+        first = expected_goodput(interval_s, 0, 0, mtbf_s)
+        return CheckResult(name, True, f"{expected:.1%}: {100 * (expected - first):.0f} points above the "
+                                       f"back-of-envelope {first:.0%}")
     mistake = diagnose(share, [
         (expected_goodput(interval_s, 0, 0, mtbf_s),
          "that is the first-order model (half an interval lost per failure); the exact loss per failure is smaller when tau/M is not small"),

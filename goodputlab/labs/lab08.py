@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..efficiency.noise import simple_noise_estimates, simple_noise_scale, statistical_efficiency
-from .checks import CheckResult, as_number, as_share, check, diagnose, direction, near
+from .checks import CheckResult, as_number, as_share, as_written, check, diagnose, direction, near
 
 
 @check("statistical efficiency", "(B_noise + M0) / (B_noise + M)")
@@ -42,8 +42,8 @@ def check_best_batch(answer: Any, noise_scale: float, overhead_ms: float, per_sa
     value = as_number(answer, "sequences")
     knee = overhead_ms / per_sample_ms
     expected = math.sqrt(noise_scale * knee)
-    if near(value, expected, 0.02):
-        return CheckResult(name, True, f"about {value:.0f} sequences: between the knee ({knee:.1f}) and the noise scale ({noise_scale:g})")
+    if as_written(value, expected, 0.02):
+        return CheckResult(name, True, f"about {expected:.0f} sequences: between the knee ({knee:.1f}) and the noise scale ({noise_scale:g})")
     mistake = diagnose(value, [
         (noise_scale * knee, "forgot the square root: the best batch is the *geometric mean* of the noise scale and the knee"),
         (math.sqrt(noise_scale * per_sample_ms / overhead_ms), "the knee is alpha / beta (fixed cost over cost per sample), not beta / alpha"),
@@ -54,13 +54,18 @@ def check_best_batch(answer: Any, noise_scale: float, overhead_ms: float, per_sa
 
 
 @check("the gradient noise scale", "average |G_small|^2 and |G_big|^2 first, then |G|^2, tr(Sigma) and their ratio")
-def check_noise_scale(answer: Any, small_sq: Any, big_sq: Any, b_small: int, b_big: int) -> CheckResult:
-    """Exercise 3: the simple estimator of B_noise from many squared gradient norms at two batch sizes."""
+def check_noise_scale(answer: Any, small_sq: Any, big_sq: Any, b_small: int, b_big: int,
+                      exact: float | None = None) -> CheckResult:
+    """Exercise 3: the simple estimator from many squared gradient norms at two batch sizes. The answer
+    must come from the draws: ``exact``, the problem's true noise scale, is not the estimate."""
     name = check_noise_scale.check_name
     value = as_number(answer, "samples")
     expected = simple_noise_scale(small_sq, big_sq, b_small, b_big)
-    if near(value, expected, 0.01):
-        return CheckResult(name, True, f"B_noise = {value:.1f} samples")
+    if near(value, expected, 1e-4):
+        return CheckResult(name, True, f"B_simple = {value:.2f} samples, estimated from the draws")
+    if exact is not None and near(value, exact, 1e-3):
+        return CheckResult(name, False, "that is the exact noise scale of this made-up problem, which a real "
+                                        "training run never knows: estimate it from the draws small_sq and big_sq")
     grad_sq, trace = simple_noise_estimates(np.mean(small_sq), np.mean(big_sq), b_small, b_big)
     g_each, t_each = simple_noise_estimates(np.asarray(small_sq), np.asarray(big_sq), b_small, b_big)
     with np.errstate(divide="ignore", invalid="ignore"):

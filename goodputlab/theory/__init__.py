@@ -33,7 +33,9 @@ Reached as namespaces (``gl.theory.renewal.periodic_goodput``), their names not 
   peer while the rest train on): its expected goodput, exact where it can be;
 - :mod:`~goodputlab.theory.checkpoint_cost`: bytes per parameter, sharding and
   bandwidth: the save and restore cost of a real model;
-- :mod:`~goodputlab.theory.capstone`: every lever in one model of a cluster.
+- :mod:`~goodputlab.theory.capstone`: every lever in one model of a cluster;
+- :mod:`~goodputlab.theory.claim`: a claim about goodput inverted ("lever X took us from B to A
+  on N GPUs"): the failure rate and the setting it implies, against published ranges.
 
 Everything is importable from here (``from goodputlab import theory;
 theory.young_interval(60, 10_000)``). Only numpy is imported, never torch, and
@@ -44,7 +46,7 @@ set real runs beside these models.
 from __future__ import annotations
 
 from . import (
-    capstone, checkpoint_cost, checkpoint_tiers, data_stall, frame, in_job, recovery_at_scale, renewal, scaling,
+    capstone, checkpoint_cost, checkpoint_tiers, claim, data_stall, frame, in_job, recovery_at_scale, renewal, scaling,
 )
 from .closed_forms import (
     daly_expected_wall_time,
@@ -70,6 +72,7 @@ from .cluster import (
     device_mtbf_for_count,
     expected_failures,
     llama3_cause_table,
+    grid_reach,
     llama3_cost_grid,
     llama3_mtbf_s,
     p_any_failure,
@@ -106,6 +109,7 @@ __all__ = [
     "SimResult",
     "cluster_mtbf",
     "capstone",
+    "claim",
     "checkpoint_cost",
     "checkpoint_tiers",
     "compact_duration",
@@ -122,6 +126,7 @@ __all__ = [
     "human_duration",
     "in_job",
     "llama3_cause_table",
+    "grid_reach",
     "llama3_cost_grid",
     "llama3_mtbf_s",
     "optimal_ckpt_every",

@@ -155,6 +155,34 @@ def llama3_cost_grid(
     return rows
 
 
+def grid_reach(grid: Sequence[dict], threshold: float) -> dict:
+    """What a :func:`llama3_cost_grid` says about reaching ``threshold`` (a goodput share), in its labels.
+
+    ``interval``: the longest interval that reaches it with a restart slower than the grid's fastest;
+    ``interval_fast_restart``: the longest that reaches it at all, with ``fast_restart``, the grid's
+    fastest restart; ``restart``: the slowest restart that reaches it; ``never_interval`` and
+    ``never_restart``: the shortest interval and the fastest restart that reach it with no setting of
+    the other (None when every one does). Labels as the grid's (``"20 min"``).
+    """
+    above = [r for r in grid if r["goodput"] >= threshold]
+    if not above:
+        raise ValueError(f"no setting of the grid reaches {threshold:.0%}")
+    interval_label = {r["interval_s"]: r["x_label"] for r in grid}
+    restart_label = {r["restart_s"]: r["y_label"] for r in grid}
+    fastest = min(restart_label)
+    slower = [r["interval_s"] for r in above if r["restart_s"] > fastest] or [min(interval_label)]
+    never_interval = sorted(set(interval_label) - {r["interval_s"] for r in above})
+    never_restart = sorted(set(restart_label) - {r["restart_s"] for r in above})
+    return {
+        "interval": interval_label[max(slower)],
+        "interval_fast_restart": interval_label[max(r["interval_s"] for r in above)],
+        "fast_restart": restart_label[fastest],
+        "restart": restart_label[max(r["restart_s"] for r in above)],
+        "never_interval": interval_label[never_interval[0]] if never_interval else None,
+        "never_restart": restart_label[never_restart[0]] if never_restart else None,
+    }
+
+
 # The GUIDE's worked example: about 8.6 interruptions a day (Llama 3's rate,
 # 466 / 54 = 8.63). First order: a 2-hour interval loses ~1 h per failure,
 # 8.6 h a day (64% goodput); a 30-minute interval ~2.15 h a day (91%).

@@ -14,6 +14,7 @@ from __future__ import annotations
 from .checkpoints import CheckpointPanel  # chapter 4
 from .common import PanelView, RunControls, big_number, chart_widget, set_big_number, show_panel
 from .capstone import CapstonePanel  # chapter 10
+from .claim import ClaimPanel  # chapter 10
 from .dashboard import WorkshopDashboard  # the workshop's dashboard (labs/dashboard.ipynb)
 from .efficiency import EfficiencyPanel  # chapter 8
 from .pipeline import DepthCalculator, PipelinePanel  # chapter 5
@@ -29,6 +30,7 @@ __all__ = [
     "CapstonePanel",
     "CheckpointCalculator",
     "CheckpointPanel",
+    "ClaimPanel",
     "ClusterPanel",
     "DepthCalculator",
     "EfficiencyPanel",

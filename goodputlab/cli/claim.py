@@ -1,0 +1,97 @@
+"""``goodputlab claim``: what a claim about goodput implies, and whether that is plausible.
+
+    goodputlab claim --lever memory --before 85 --after 95 --gpus 8192
+    goodputlab claim --lever hot-spare --before 50 --after 99 --gpus 1000 --json
+
+The logic is :mod:`goodputlab.theory.claim` (pure); this module reads the flags (percentages of
+goodput, a whole number of GPUs, billions of parameters) and prints the explanation, or with
+``--json`` one object with ``plausible`` and ``implied`` (keys carry their units: ``storage_gbps``,
+``device_mtbf_h``, ``restart_s``, ...). Bad input raises :class:`~goodputlab.errors.ConfigError`: the
+main CLI prints one line and exits with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+from ..errors import ConfigError
+from ..theory import claim as model
+from .common import UnreadableValue
+
+FLAGS = {"lever": "--lever", "before": "--before", "after": "--after", "gpus": "--gpus",
+         "model_params_b": "--model-params-b"}
+_PERCENT = "a goodput in percent, above 1 and below 100 (85 for 85%)"
+
+EXAMPLES = """\
+examples:
+  goodputlab claim --lever memory --before 85 --after 95 --gpus 8192
+      "RAM-tier checkpoints took our goodput from 85% to 95% on 8,192 GPUs": what storage and
+      failure rate would make that true, and are they plausible?
+  goodputlab claim --lever hot-spare --before 50 --after 99 --gpus 1000 --json
+      the same as JSON: plausible (true or false), implied (storage_gbps, device_mtbf_h, restart_s, ...)
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``claim`` to ``subparsers``."""
+    p = subparsers.add_parser(
+        "claim",
+        help="what a claim 'lever X took goodput from B% to A% on N GPUs' implies, and whether it is plausible",
+        description="Invert chapter 10's cluster model: the failure rate and the lever's setting under which a "
+                    "claim holds, each held against published ranges.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--lever", metavar="LEVER", required=True, help=f"what changed: {', '.join(model.LEVERS)}")
+    p.add_argument("--before", metavar="PERCENT", required=True, help="goodput before the change, percent")
+    p.add_argument("--after", metavar="PERCENT", required=True, help="goodput after the change, percent")
+    p.add_argument("--gpus", metavar="N", required=True, help="GPUs of the job")
+    p.add_argument("--model-params-b", metavar="BILLIONS", default="70",
+                   help="the model's parameters, billions (default 70; sets the checkpoint's size)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (plausible, implied, checks, reasons)")
+    p.set_defaults(func=run_claim, flags=FLAGS)
+
+
+def _percent(field: str, text: str) -> float:
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise UnreadableValue(field, text, _PERCENT) from None
+    if not (math.isfinite(value) and 1 < value < 100):
+        raise ConfigError(field, text, _PERCENT)
+    return value
+
+
+def _read(args: argparse.Namespace) -> dict:
+    """The flags' values, each checked where it was typed (one line per bad value)."""
+    if args.lever not in model.LEVERS:
+        raise ConfigError("lever", args.lever, "one of " + ", ".join(model.LEVERS))
+    before, after = _percent("before", args.before), _percent("after", args.after)
+    if after <= before:
+        raise ConfigError("after", args.after, f"a goodput above --before ({args.before}): a lever that helps")
+    try:
+        gpus = int(args.gpus)
+    except ValueError:
+        raise UnreadableValue("gpus", args.gpus, "a whole number of GPUs >= 1 and <= 10,000,000") from None
+    if not 1 <= gpus <= 10_000_000:
+        raise ConfigError("gpus", args.gpus, "a whole number of GPUs >= 1 and <= 10,000,000")
+    allowed = "a number of billions of parameters > 0 and <= 100000"
+    try:
+        params = float(args.model_params_b)
+    except ValueError:
+        raise UnreadableValue("model_params_b", args.model_params_b, allowed) from None
+    if not (math.isfinite(params) and 0.001 <= params <= 100_000):
+        raise ConfigError("model_params_b", args.model_params_b, allowed)
+    return {"lever": args.lever, "before": before / 100, "after": after / 100, "gpus": gpus, "model_params_b": params}
+
+
+def run_claim(args: argparse.Namespace) -> int:
+    """Explain the claim; print the text or the JSON object. Exit 0 either way (a verdict is not an error)."""
+    claim = model.explain(**_read(args))
+    if args.json:
+        print(json.dumps(claim.to_dict(), indent=2))
+    else:
+        print("\n".join(model.lines(claim)))
+    return 0

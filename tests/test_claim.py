@@ -1,0 +1,172 @@
+"""The claim explainer (goodputlab/theory/claim.py, `goodputlab claim`): it inverts chapter 10's model,
+so the values it implies, put back into that model, give the claim's two goodputs; it calls the
+hot-spare claim of the book implausible for its restart, and a modest claim plausible."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+
+import pytest
+
+from goodputlab.errors import ConfigError
+from goodputlab.theory import capstone, renewal
+from goodputlab.theory import claim as C
+
+GRID = [(600, 5, 0, 360, 10_000), (60, 2, 300, 400, 10_000), (30, 5, 100, 50, 1_000), (5, 0.1, 40, 0, 500)]
+
+
+@pytest.mark.parametrize("tau,delta,lag,r,m", GRID)
+def test_the_closed_form_is_the_renewal_models(tau, delta, lag, r, m):
+    assert C.goodput(tau, delta, lag, r, m) == pytest.approx(
+        renewal.periodic_goodput(tau, delta, r, m, durable_lag_s=lag), rel=1e-12)
+
+
+@pytest.mark.parametrize("delta,lag,m", [(5, 0, 10_000), (2, 300, 10_000), (60, 0, 10_047), (0.01, 50, 3_000)])
+def test_the_best_interval_is_the_renewal_models_optimum(delta, lag, m):
+    tau = C.best_interval(delta, lag, m)
+    assert tau == pytest.approx(renewal.optimal_interval(delta, 0.0, m, durable_lag_s=lag), rel=1e-4)
+    # and the restart does not move it
+    assert C.best_interval(delta, lag, m) == tau
+
+
+def test_the_solvers_invert_the_model():
+    m = C.solve_mtbf(0.9, 10.0, 0.0, 400.0)
+    assert C.best_goodput(10.0, 0.0, 400.0, m)[0] == pytest.approx(0.9, abs=1e-9)
+    r = C.solve_recovery(0.85, 10.0, 0.0, m)
+    assert C.best_goodput(10.0, 0.0, r, m)[0] == pytest.approx(0.85, abs=1e-9)
+    short, long = C.solve_intervals(0.8, 10.0, 0.0, 400.0, m)
+    for tau in (short, long):
+        assert C.goodput(tau, 10.0, 0.0, 400.0, m) == pytest.approx(0.8, abs=1e-9)
+    assert short < C.best_interval(10.0, 0.0, m) < long
+    assert C.solve_intervals(0.95, 10.0, 0.0, 400.0, m) is None  # above the best
+
+
+def _scenario(claim: C.Claim, **changes) -> capstone.ClusterScenario:
+    """Chapter 10's scenario with the claim's implied failure rate and its assumed or implied storage."""
+    storage = claim.implied.get("storage_gbps", claim.assumed.get("storage_gbps")) * 1e9
+    settings = dict(parameters=claim.model_params_b * 1e9, gpus=claim.gpus, storage_bps=storage,
+                    gpu_mtbf_years=claim.implied["device_mtbf_h"] / C.YEAR_H,
+                    detect_s=claim.assumed.get("detect_s", 90.0), restart_s=claim.assumed.get("restart_s", 300.0))
+    return capstone.ClusterScenario(**{**settings, **changes})
+
+
+def _at(scenario: capstone.ClusterScenario, interval_s: float | None = None) -> float:
+    return capstone.evaluate(scenario, interval_s=interval_s).goodput
+
+
+@pytest.mark.parametrize("lever,before,after,gpus", [
+    ("async", 0.90, 0.95, 16_384), ("restart", 0.85, 0.93, 16_384), ("detection", 0.85, 0.90, 4_096),
+    ("hot-spare", 0.80, 0.95, 2_048), ("interval", 0.60, 0.90, 16_384),
+])
+def test_the_implied_values_give_the_claim_in_chapter_10s_model(lever, before, after, gpus):
+    claim = C.explain(lever, before, after, gpus)
+    at = lambda s, tau: _at(s, tau)  # noqa: E731
+    best = lambda s: C.best_interval(  # noqa: E731  the claim model's continuous optimum, for the capstone's scenario
+        capstone.evaluate(s).blocking_s, capstone.evaluate(s).durable_lag_s if s.strategy == "async" else 0.0, s.job_mtbf_s)
+    if lever == "async":
+        old, new = _scenario(claim), _scenario(claim, strategy="async")
+    elif lever == "restart":
+        old = _scenario(claim, restart_s=claim.assumed["restart_before_s"])
+        new = _scenario(claim, restart_s=claim.implied["restart_after_s"])
+    elif lever == "detection":
+        old = _scenario(claim, detect_s=claim.assumed["detect_before_s"])
+        new = _scenario(claim, detect_s=claim.implied["detect_after_s"])
+    elif lever == "hot-spare":
+        old = _scenario(claim, restart_s=claim.implied["restart_s"])
+        failures = _scenario(claim).days * _scenario(claim).failures_per_day
+        new = _scenario(claim, restart_s=claim.implied["restart_s"], spares=int(2 * failures + 100),
+                        spare_swap_s=claim.assumed["spare_swap_s"])  # a pool no failure finds empty
+    else:
+        old = new = _scenario(claim)
+    if lever == "interval":
+        assert at(old, 60 * claim.implied["interval_before_long_min"]) == pytest.approx(before, abs=1e-6)
+        assert at(old, 60 * claim.implied["interval_before_short_min"]) == pytest.approx(before, abs=1e-6)
+    else:
+        assert at(old, best(old)) == pytest.approx(before, abs=1e-6)
+    assert at(new, best(new)) == pytest.approx(after, abs=1e-6)
+    # the capstone's own optimum, a whole number of steps, is within a fraction of a point
+    assert _at(new) == pytest.approx(after, abs=0.003)
+
+
+def test_a_ram_copy_on_a_peer_is_chapter_10s_memory_strategy():
+    claim = C.explain("memory", 0.90, 0.96, 16_384, model_params_b=405)
+    new = _scenario(claim, strategy="memory, peer copy")
+    assert _at(new) == pytest.approx(0.96, abs=0.003)
+    assert _at(_scenario(claim), C.best_interval(claim.implied["save_s"], 0.0, claim.implied["job_mtbf_h"] * 3600)) \
+        == pytest.approx(0.90, abs=1e-6)
+
+
+def test_hot_spares_alone_cannot_take_a_thousand_gpus_from_half_to_99_percent():
+    claim = C.explain("hot-spare", 0.50, 0.99, 1000)
+    assert not claim.plausible
+    assert claim.implied["restart_s"] > 10 * 3600  # a cold restart of more than ten hours before the spares
+    assert any("restart" in r and "times above the published range" in r for r in claim.reasons)
+    restart = next(c for c in claim.checks if c.key == "restart_s")
+    assert not restart.plausible and "deadpool-2026" in restart.range.refs
+    assert next(c for c in claim.checks if c.key == "device_mtbf_h").plausible  # the failure rate itself is ordinary
+    assert "does not move" in " ".join(claim.notes)
+
+
+def test_a_modest_claim_is_plausible_and_says_why():
+    claim = C.explain("restart", 0.85, 0.93, 16_384)
+    assert claim.plausible and not claim.reasons
+    assert 40 / C.TOLERANCE <= claim.implied["restart_after_s"] <= 300
+    assert "plausible" in C.lines(claim)[-1]
+
+
+def test_a_ram_tier_claim_implies_slow_storage():
+    claim = C.explain("memory", 0.85, 0.95, 8192)
+    assert not claim.plausible
+    per_gpu = claim.implied["storage_per_gpu_mbps"]
+    assert per_gpu < C.RANGES["storage_per_gpu_mbps"].low / C.TOLERANCE
+    assert claim.implied["storage_gbps"] == pytest.approx(per_gpu * 8192 / 1000)
+    assert any("storage bandwidth" in r for r in claim.reasons)
+
+
+def test_a_lever_that_moves_the_interval_has_two_effects_that_add_up():
+    claim = C.explain("async", 0.90, 0.95, 16_384, model_params_b=405)
+    e = claim.effects
+    assert e["cheaper_saves_pts"] + e["shorter_interval_pts"] == pytest.approx(5.0, abs=1e-6)
+    assert e["cheaper_saves_pts"] > 0 and e["shorter_interval_pts"] > 0
+    assert e["interval_after_min"] < e["interval_before_min"]
+    assert "two effects" in " ".join(claim.notes)
+    assert C.explain("restart", 0.85, 0.93, 16_384).effects is None
+
+
+def test_an_impossible_claim_says_what_no_setting_can_do():
+    claim = C.explain("async", 0.50, 0.95, 1000)
+    assert not claim.plausible and "no storage bandwidth makes it true" in claim.reasons[0]
+    faster = C.explain("restart", 0.50, 0.999, 16_384)
+    assert not faster.plausible and any("even an instant restart" in r for r in faster.reasons)
+
+
+@pytest.mark.parametrize("kwargs,field", [
+    (dict(lever="faster", before=0.8, after=0.9, gpus=8), "lever"),
+    (dict(lever="async", before=0.9, after=0.8, gpus=8), "after"),
+    (dict(lever="async", before=0.0, after=0.8, gpus=8), "before"),
+    (dict(lever="async", before=0.8, after=0.9, gpus=0), "gpus"),
+    (dict(lever="async", before=0.8, after=0.9, gpus=8, model_params_b=0), "model_params_b"),
+])
+def test_bad_values_name_their_field(kwargs, field):
+    with pytest.raises(ConfigError) as e:
+        C.explain(**kwargs)
+    assert e.value.field == field
+
+
+def test_the_command_answers_with_plausible_and_implied(cli, cli_env):
+    out = subprocess.run([*cli, "claim", "--lever", "hot-spare", "--before", "50", "--after", "99", "--gpus", "1000",
+                          "--json"], capture_output=True, text=True, env=cli_env, check=True).stdout
+    data = json.loads(out)
+    assert data["plausible"] is False and isinstance(data["implied"], dict)
+    assert {"device_mtbf_h", "job_mtbf_h", "restart_s"} <= set(data["implied"])
+    assert all(re.search(r"_(s|h|min|gbps|mbps)$", k) for k in data["implied"]), data["implied"]
+    assert data["reasons"] and data["checks"][0]["sources"]
+    text = subprocess.run([*cli, "claim", "--lever", "memory", "--before", "85%", "--after", "95", "--gpus", "8192"],
+                          capture_output=True, text=True, env=cli_env, check=True).stdout
+    assert "storage_gbps" in text and text.strip().splitlines()[-1].startswith("verdict: implausible")
+    assert math.isfinite(json.loads(subprocess.run(
+        [*cli, "claim", "--lever", "memory", "--before", "85", "--after", "95", "--gpus", "8192", "--json"],
+        capture_output=True, text=True, env=cli_env, check=True).stdout)["implied"]["storage_gbps"])
