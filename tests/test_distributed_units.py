@@ -13,6 +13,9 @@ from goodputlab.engine import events as E
 from goodputlab.engine.config import RunConfig
 from goodputlab.pipeline.loader import StepSampler
 from goodputlab.distributed.joblog import job_events, rank_totals
+from goodputlab.distributed.binding import (
+    BIND_ENV, LOOPBACK, bind_address, exposure_warning, interface_of, listen_env, listening_socket,
+)
 from goodputlab.distributed.launch import TorchrunLaunch, check_batch_split, parse_rdzv_endpoint
 from goodputlab.distributed.sharding import ShardedStepSampler, shard_bounds
 from goodputlab.distributed.straggler import Straggler
@@ -22,13 +25,44 @@ from goodputlab.engine.merge import merge_ranks
 
 
 # --- the torchrun command -----------------------------------------------------------------------
-def test_one_machine_runs_a_standalone_rendezvous():
-    cmd = TorchrunLaunch(nproc=2, max_restarts=3, log_dir="/tmp/x").command("py", "goodputlab.distributed.worker", ["--a", "1"])
-    assert cmd[:4] == ["py", "-m", "torch.distributed.run", "--standalone"]
+def test_one_machine_meets_at_a_private_file_and_listens_on_loopback():
+    launch = TorchrunLaunch(nproc=2, max_restarts=3, log_dir="/tmp/x", rdzv_timeout_s=2.5)
+    cmd = launch.command("py", "goodputlab.distributed.worker", ["--a", "1"], rdzv_file="/tmp/rdzv")
+    assert cmd[:3] == ["py", "-m", "torch.distributed.run"] and "--standalone" not in cmd
     joined = " ".join(cmd)
+    assert "--rdzv-backend c10d --rdzv-endpoint /tmp/rdzv --rdzv-id goodputlab --rdzv-conf store_type=file,join_timeout=3" in joined
+    assert "--local-addr 127.0.0.1" in joined and bind_address(launch) == LOOPBACK
     assert "--nnodes 1 --nproc-per-node 2 --max-restarts 3 --monitor-interval 0.05" in joined
     assert "--log-dir /tmp/x --redirects 3 --tee 3" in joined
     assert cmd[-4:] == ["-m", "goodputlab.distributed.worker", "--a", "1"]
+    with pytest.raises(ValueError, match="rdzv_file"):
+        launch.command("py", "m", [])
+
+
+def test_the_listening_environment_names_the_interface_that_holds_the_address():
+    env = listen_env(LOOPBACK)
+    assert env[BIND_ENV] == LOOPBACK and env["NCCL_SOCKET_IFNAME"] == "=" + env["GLOO_SOCKET_IFNAME"]
+    assert interface_of("::1") == interface_of("127.0.0.1") == env["GLOO_SOCKET_IFNAME"]
+    with pytest.raises(ValueError, match="no network interface"):
+        interface_of("198.51.100.254")  # TEST-NET-2: no interface here holds it
+    sock = listening_socket(LOOPBACK, 0)
+    try:
+        assert sock.getsockname()[0] == LOOPBACK
+    finally:
+        sock.close()
+
+
+def test_a_launch_on_several_machines_is_warned_about_and_one_may_name_its_address():
+    assert exposure_warning(TorchrunLaunch(nproc=2)) is None
+    several = TorchrunLaunch(nproc=2, nnodes=2, rdzv_endpoint="node0:29500", rdzv_timeout_s=7)
+    assert bind_address(several) is None  # torch's default: every interface
+    line = exposure_warning(several)
+    assert "\n" not in line and line.startswith("--nnodes 2: the rendezvous port node0:29500") and "SECURITY.md" in line
+    assert "--rdzv-conf join_timeout=7,read_timeout=7" in " ".join(several.command("py", "m", []))
+    named = TorchrunLaunch(nproc=2, nnodes=2, rdzv_endpoint="10.0.0.1:29500", bind_host="10.0.0.2")
+    assert bind_address(named) == "10.0.0.2" and "--local-addr 10.0.0.2" in " ".join(named.command("py", "m", []))
+    static = TorchrunLaunch(nproc=2, nnodes=2, node_rank=1, rdzv_endpoint="h:1", rdzv_timeout_s=9)
+    assert "--rdzv-conf timeout=9" in " ".join(static.command("py", "m", []))
 
 
 def test_several_machines_pass_nnodes_node_rank_and_endpoint_through():
@@ -61,6 +95,13 @@ def test_rendezvous_endpoints_that_do_not_parse_are_refused(text):
     (dict(nproc=2, nnodes=2, rdzv_endpoint="h:1", node_rank=2), "node_rank"),
     (dict(nproc=2, node_rank=-1), "node_rank"), (dict(nproc=2, rdzv_endpoint="h"), "rdzv_endpoint"),
     (dict(nproc=2, max_restarts=-1), "max_restarts"),
+    (dict(nproc=2, rdzv_endpoint="h:1"), "rdzv_endpoint"),  # one machine meets at a private file
+    (dict(nproc=2, nnodes=2, rdzv_endpoint="0.0.0.0:1"), "rdzv_endpoint"),
+    (dict(nproc=2, nnodes=2, rdzv_endpoint="[::]:1"), "rdzv_endpoint"),
+    (dict(nproc=2, rdzv_timeout_s=0), "rdzv_timeout"), (dict(nproc=2, rdzv_timeout_s=float("nan")), "rdzv_timeout"),
+    (dict(nproc=2, rdzv_timeout_s=1e9), "rdzv_timeout"), (dict(nproc=2, bind_host="0.0.0.0"), "bind_host"),
+    (dict(nproc=2, bind_host="node0"), "bind_host"),
+    (dict(nproc=2, nnodes=2, node_rank=0, rdzv_endpoint="h:1", bind_host="10.0.0.2"), "bind_host"),
 ])
 def test_bad_launches_name_the_field(kwargs, field):
     with pytest.raises(ConfigError) as e:
@@ -82,6 +123,7 @@ def test_the_batch_must_split_evenly_over_the_ranks():
 @pytest.mark.parametrize("kwargs, field", [
     (dict(nproc=0), "nproc"), (dict(nproc=32), "nproc"), (dict(nproc=3), "nproc"),
     (dict(nproc=2, ckpt="memory"), "ckpt"), (dict(nproc=2, rdzv_endpoint="nope"), "rdzv_endpoint"),
+    (dict(nproc=2, rdzv_timeout=0), "rdzv_timeout"), (dict(nproc=2, rdzv_timeout=float("inf")), "rdzv_timeout"),
     (dict(straggler_rank=0, straggler_prob=0.5), "straggler_rank"),
     (dict(launcher="torchrun", straggler_prob=0.5), "straggler_prob"),
     (dict(nproc=2, straggler_rank=2, straggler_prob=0.5), "straggler_rank"),

@@ -76,6 +76,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("goodputlab.engine.recorder", 2),
     ("goodputlab.engine.recording", 2),
     ("goodputlab.distributed.launch", 2),  # the torchrun command line and the rules of a distributed run
+    ("goodputlab.distributed.binding", 2),  # where a distributed run's sockets listen
     ("goodputlab.distributed.straggler", 2),
     ("goodputlab.distributed.joblog", 2),  # the job's event log made from its ranks' logs
     ("goodputlab.recovery.modes", 2),

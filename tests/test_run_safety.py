@@ -20,6 +20,7 @@ from goodputlab.engine.events import EventWriter, read_events
 from goodputlab.engine.run_dir import MARKER, RESERVE
 from goodputlab.engine.supervisor import WorkerLog, run_supervised
 
+from test_checkpoint_pickles import posix_path_payload
 from test_untrusted_checkpoints import dotted_dcp_payload
 
 TESTS = Path(__file__).resolve().parent
@@ -77,15 +78,23 @@ def strict_events(path: Path) -> list[dict]:
 
 
 # --- restore falls back, and the CLI says so ---------------------------------------------------
-def test_cli_shows_the_fallback_when_a_dcp_checkpoint_carries_code(cli, cli_env, tmp_path):
-    """The published attack, end to end: the dotted-global .metadata never runs, and the user
-    reads on the terminal that the checkpoint was skipped and an older one restored."""
+@pytest.mark.parametrize("attack, reason", [
+    ("dotted global", "(a dotted name)"),
+    ("class attribute", "BUILD on <class 'pathlib.PosixPath'> is not allowed"),
+])
+def test_cli_shows_the_fallback_when_a_dcp_checkpoint_carries_code(cli, cli_env, tmp_path, attack, reason):
+    """The published attacks, end to end: the dotted-global .metadata never runs, the class-changing
+    one (every Path of the worker would point at a victim folder) changes nothing, and the user
+    reads on the terminal that the checkpoint was skipped and an older one restored: the resume completes."""
     out = tmp_path / "run"
     common = ["run", "--ckpt-every", "5", "--ckpt", "dcp", "--out", str(out), "--quiet"]
     first = run_cli(cli, cli_env, *common, "--steps", "10")
     assert first.returncode == 0, first.stderr  # checkpoints of steps 5 and 10
     path = out / "ckpt" / "step-00000010"
-    payload = dotted_dcp_payload(tmp_path / "ran", (path / ".metadata").read_bytes())  # ends with the genuine metadata
+    if attack == "dotted global":
+        payload = dotted_dcp_payload(tmp_path / "ran", (path / ".metadata").read_bytes())  # ends with the genuine metadata
+    else:
+        payload = posix_path_payload(tmp_path / "victim")
     (path / ".metadata").write_bytes(payload)
     manifest = json.loads((path / "manifest.json").read_text())
     manifest["files"][".metadata"] = {"sha256": hashlib.sha256(payload).hexdigest(), "bytes": len(payload)}
@@ -96,7 +105,7 @@ def test_cli_shows_the_fallback_when_a_dcp_checkpoint_carries_code(cli, cli_env,
     assert not (tmp_path / "ran").exists()
     warning = [line for line in second.stderr.splitlines() if line.startswith("goodputlab run: warning:")]
     assert len(warning) == 1, second.stderr
-    assert "skipped damaged checkpoint of step 10" in warning[0] and "(a dotted name)" in warning[0]
+    assert "skipped damaged checkpoint of step 10" in warning[0] and reason in warning[0]
     assert "falls back to an older one" in warning[0] and "Traceback" not in second.stderr
     events = read_events(out / "events.jsonl")
     assert [e["ckpt_step"] for e in events if e["kind"] == "restored"] == [5]

@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+import shutil
 
 from conftest import ROOT
 from goodputlab.engine.scratch import MARKER, scratch_dir, sweep
@@ -90,3 +91,75 @@ def test_a_kernels_scratch_folder_goes_when_the_kernel_shuts_down(tmp_path):
             break
         time.sleep(0.1)
     assert not os.path.exists(made)
+
+
+# --- attacks: the temporary directory is everyone's ------------------------------------------------
+SWEEP = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30));"
+         "from pathlib import Path; from goodputlab.engine.scratch import scratch_dir, sweep;"
+         "print(sorted(p.name for p in sweep(Path(sys.argv[1])))); print(scratch_dir('goodputlab-t-', sys.argv[1]))")
+
+
+def test_a_planted_fifo_or_dev_zero_marker_neither_hangs_nor_blows_memory(tmp_path):
+    """A FIFO as the marker (a read would block forever) and a link to /dev/zero (a read never ends),
+    swept by a child limited to 2 GB of address space and 60 s: both folders are left alone."""
+    fifo_dir = tmp_path / "goodputlab-t-fifo"
+    fifo_dir.mkdir()
+    os.mkfifo(fifo_dir / MARKER)
+    zero_dir = tmp_path / "goodputlab-t-zero"
+    zero_dir.mkdir()
+    (zero_dir / MARKER).symlink_to("/dev/zero")
+    p = _python(SWEEP, str(tmp_path), stderr=subprocess.PIPE)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    removed, made = out.strip().splitlines()
+    assert removed == "[]" and fifo_dir.exists() and zero_dir.exists()
+    assert made.startswith(str(tmp_path / "goodputlab-t-"))
+
+
+def _lock_holder(marker):
+    code = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_EX);"
+            "print('held', flush=True); time.sleep(600)")
+    p = _python(code, str(marker))
+    assert p.stdout.readline().strip() == "held"
+    return p
+
+
+def test_a_folder_whose_lock_another_process_holds_is_kept_whatever_its_pid_says(tmp_path):
+    d = tmp_path / "goodputlab-t-locked"
+    d.mkdir()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (d / MARKER).write_text(json.dumps({"pid": dead.pid, "started": "0"}))  # by its pid, long gone
+    holder = _lock_holder(d / MARKER)
+    try:
+        assert sweep(tmp_path) == [] and d.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert sweep(tmp_path) == [d] and not d.exists()
+
+
+def test_a_live_kernel_in_another_pid_namespace_keeps_its_folder(tmp_path):
+    """Its pid means another process here (or none): judged by pid, its folder was deleted while it
+    ran. The lock it holds is seen from this namespace too."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare to make a PID namespace")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", MAKE + "; import time; time.sleep(600)",
+                          str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    try:
+        made = tmp_path / p.stdout.readline().strip().rsplit("/", 1)[1]
+        mark = json.loads((made / MARKER).read_text())
+        assert mark["pid"] != p.pid  # its pid in its own namespace
+        fd = os.open(made / MARKER, os.O_RDONLY)
+        try:
+            from goodputlab.engine.scratch import _alive_by_pid
+
+            assert not _alive_by_pid(fd)  # the old rule's verdict: gone
+        finally:
+            os.close(fd)
+        assert sweep(tmp_path) == [] and made.exists()
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    assert sweep(tmp_path) == [made]

@@ -7,8 +7,9 @@ The store (:meth:`~goodputlab.checkpoints.store.CheckpointStore.load`) reads it 
 Nothing read back can run code:
 
 * DCP's own ``.metadata`` is a pickle; it is read with
-  :class:`~goodputlab.checkpoints.safe_unpickle.RestrictedUnpickler` over an explicit map of
-  DCP's metadata classes, torch sizes and dtypes (no import, no dotted name), then
+  :class:`~goodputlab.checkpoints.safe_unpickle.DataUnpickler` over an explicit allow-list of
+  DCP's metadata classes, torch sizes and dtypes (no import, no dotted name, no call but a data
+  constructor, fields set only on fresh instances, no memory bomb), then
   checked field by field: only tensor entries (DCP loads a "bytes" entry with
   ``torch.load(weights_only=False)``), every read inside a file the manifest lists;
 * the skeleton and every tensor record in the shards pass the torch-archive
@@ -30,7 +31,7 @@ from typing import Any, Mapping
 import torch
 
 from ..safe_io import UnsafeFileError, default_max_file_bytes, open_regular, read_regular
-from .safe_unpickle import check_torch_archive, dcp_metadata_globals, restricted_loads, safe_torch_load
+from .safe_unpickle import _shown, check_torch_archive, data_loads, dcp_metadata_allow_list, safe_torch_load
 from .snapshot import unflatten
 
 SKELETON_FILE = "skeleton.pt"
@@ -47,7 +48,7 @@ def dcp():
 
 
 METADATA_FILE = ".metadata"
-_METADATA_MAX_BYTES = 256 << 20  # an index of shapes and offsets: kilobytes for these models
+_METADATA_MAX_BYTES = 64 << 20  # an index of shapes and offsets: kilobytes for these models
 
 
 def read_dcp_metadata(path: Path | str, files: Mapping[str, Any] | None = None, max_file_bytes: int | None = None):
@@ -67,7 +68,7 @@ def read_dcp_metadata(path: Path | str, files: Mapping[str, Any] | None = None, 
     except UnsafeFileError as e:
         raise ValueError(str(e)) from None
     try:
-        metadata = restricted_loads(data, dcp_metadata_globals(), "DCP metadata")
+        metadata = data_loads(data, dcp_metadata_allow_list(), "DCP metadata")
     except ValueError as e:
         raise ValueError(f"{METADATA_FILE} refused: {e}") from None
     _check_metadata(metadata, _file_sizes(path, files))
@@ -83,6 +84,11 @@ def _file_sizes(path: Path, files: Mapping[str, Any] | None) -> dict[str, int]:
         if stat.S_ISREG(st.st_mode):
             sizes[p.name] = st.st_size
     return sizes
+
+
+def _named(v: Any) -> str:
+    """A name from the metadata for a message: as it is when short, else cut (a message never copies a bomb)."""
+    return v if isinstance(v, str) and len(v) <= 120 else _shown(v)
 
 
 def _is_count(v: Any) -> bool:
@@ -117,12 +123,12 @@ def _check_metadata(md: Any, sizes: dict[str, int]) -> None:
         if not isinstance(fqn, str):
             raise bad(f"a key of type {type(fqn).__name__}")
         if type(entry) is not TensorStorageMetadata:
-            raise bad(f"{fqn} is a {type(entry).__name__}; only tensors are read")
+            raise bad(f"{_named(fqn)} is a {type(entry).__name__}; only tensors are read")
         props = entry.properties
         if type(props) is not TensorProperties or not isinstance(props.dtype, torch.dtype):
-            raise bad(f"{fqn} has no tensor properties")
+            raise bad(f"{_named(fqn)} has no tensor properties")
         if not _is_size(entry.size) or not isinstance(entry.chunks, list):
-            raise bad(f"{fqn} has no valid size")
+            raise bad(f"{_named(fqn)} has no valid size")
         for chunk in entry.chunks:
             if (
                 type(chunk) is not ChunkStorageMetadata
@@ -130,7 +136,7 @@ def _check_metadata(md: Any, sizes: dict[str, int]) -> None:
                 or not _is_size(chunk.sizes, len(entry.size))
                 or any(o + n > d for o, n, d in zip(chunk.offsets, chunk.sizes, entry.size))
             ):
-                raise bad(f"{fqn} has a chunk outside the tensor")
+                raise bad(f"{_named(fqn)} has a chunk outside the tensor")
     storage = md.storage_data
     if not isinstance(storage, dict):
         raise bad("no storage index")
@@ -138,14 +144,14 @@ def _check_metadata(md: Any, sizes: dict[str, int]) -> None:
         if type(index) is not MetadataIndex or index.fqn not in entries:
             raise bad("a storage entry for no listed tensor")
         if type(where) is not _StorageInfo:
-            raise bad(f"the storage of {index.fqn} is a {type(where).__name__}")
+            raise bad(f"the storage of {_named(index.fqn)} is a {type(where).__name__}")
         name = where.relative_path
         if not isinstance(name, str) or name not in sizes or name in (METADATA_FILE, SKELETON_FILE):
-            raise bad(f"{index.fqn} is read from {name!r}, which the checkpoint does not list")
+            raise bad(f"{_named(index.fqn)} is read from {_shown(name)}, which the checkpoint does not list")
         if not (_is_count(where.offset) and _is_count(where.length)) or where.offset + where.length > sizes[name]:
-            raise bad(f"{index.fqn} is read from outside {name}")
+            raise bad(f"{_named(index.fqn)} is read from outside {_named(name)}")
         if where.transform_descriptors:
-            raise bad(f"{index.fqn} asks for storage transforms")
+            raise bad(f"{_named(index.fqn)} asks for storage transforms")
     if md.planner_data is not None and not isinstance(md.planner_data, dict):
         raise bad("planner data of the wrong type")
     if md.storage_meta is not None and type(md.storage_meta) is not StorageMeta:

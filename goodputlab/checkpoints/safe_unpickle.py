@@ -12,12 +12,31 @@ kinds of pickle sit in a run folder, and each has its own reader here:
   import by other means (``STACK_GLOBAL``, ``INST``, ``OBJ``, ``EXT*``). Only then
   does :func:`safe_torch_load` call ``torch.load(weights_only=True)``, torch's
   own restricted unpickler, as a second wall.
-* **DCP's ``.metadata``**: a protocol-4 pickle of dataclasses.
-  :class:`RestrictedUnpickler` resolves a global only through an explicit map
-  from ``(module, name)`` to an object (:func:`dcp_metadata_globals`): it never
-  imports a module and never follows a dotted name, so the published attack
-  (``torch.distributed.checkpoint.filesystem`` / ``os.system``, which a
-  "this module, no dunder" rule let through) finds nothing.
+  Before either, :func:`check_zip_sizes` reads the zip's central directory: every
+  record must be stored uncompressed and fit in the archive, so a small file cannot
+  inflate into gigabytes on load (``torch.save`` never compresses).
+* **DCP's ``.metadata``**: a protocol-4 pickle of dataclasses. torch's own
+  ``weights_only`` unpickler cannot read it (it knows protocol 2 only: ``FRAME``,
+  ``SHORT_BINUNICODE``, ``MEMOIZE`` and ``STACK_GLOBAL`` are "unsupported operands";
+  ``tests/test_untrusted_checkpoints.py`` shows it), and DCP itself reads it with a
+  plain ``pickle.load``. :class:`DataUnpickler` reads it instead, over an explicit
+  :class:`AllowList` (:func:`dcp_metadata_allow_list`):
+
+  - a global resolves only through a map from ``(module, name)`` to an object: no
+    import, no dotted name (the published ``torch.distributed.checkpoint.filesystem``
+    / ``os.system`` attack finds nothing);
+  - ``REDUCE`` calls only the listed data constructors (``torch.Size``, paths, a layout
+    or an enum member by name), each with arguments of plain data only;
+  - ``NEWOBJ`` makes instances of the listed dataclasses only, and ``BUILD`` sets the
+    fields of such a fresh instance, once; never of a class, so ``GLOBAL
+    pathlib.PosixPath`` + ``BUILD`` can no longer rewrite ``Path`` for the whole process;
+  - ``SETITEM(S)``, ``APPEND(S)`` and ``ADDITEMS`` act on plain dicts, lists and sets only;
+  - ``INST``, ``OBJ``, ``EXT*`` and persistent ids are refused.
+
+Every object a pickle makes then passes :func:`check_expansion`: counted with every
+repeated reference (a memoised string fetched a thousand times counts a thousand
+times), it must stay within a few times the pickle's own size, so no later message or
+copy can blow it up.
 
 Everything refused raises :class:`UnsafePickleError` (a ``ValueError``), which
 the checkpoint readers treat as damage: the checkpoint is skipped with a
@@ -30,7 +49,10 @@ import functools
 import io
 import pickle
 import pickletools
-from typing import Any, Mapping
+import reprlib
+import zipfile
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 _STORAGES = (
     "Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte", "Bool",
@@ -88,60 +110,264 @@ def check_torch_archive(source: Any, what: str) -> None:
         source.seek(0)
         if head != b"PK\x03\x04":
             raise UnsafePickleError(f"{what}: not a torch zip archive")
+    names = check_zip_sizes(source, what)
     try:
-        pkl = torch._C.PyTorchFileReader(source).get_record("data.pkl")
+        reader = torch._C.PyTorchFileReader(source)
+        if set(reader.get_all_records()) != names:  # torch's zip reader must see the records checked here
+            raise UnsafePickleError(f"{what}: torch's zip reader and Python's disagree about the records")
+        pkl = reader.get_record("data.pkl")
+    except UnsafePickleError:
+        raise
     except Exception as e:
-        raise UnsafePickleError(f"{what}: unreadable torch archive ({e})") from None
+        raise UnsafePickleError(f"{what}: unreadable torch archive ({_one_line(e)})") from None
     check_pickle_globals(pkl, TORCH_ARCHIVE_GLOBALS, what)
 
 
+def check_zip_sizes(source: Any, what: str) -> set[str]:
+    """Refuse a zip (a seekable file) whose records would inflate: each must be stored uncompressed
+    and all together fit in the archive. Reads the central directory only; returns the records' names
+    without the archive's folder (as torch names them)."""
+    try:
+        end = source.seek(0, io.SEEK_END)
+        source.seek(0)
+        with zipfile.ZipFile(source) as z:
+            infos = z.infolist()
+    except Exception as e:  # not a zip, a damaged central directory
+        raise UnsafePickleError(f"{what}: unreadable torch archive ({_one_line(e)})") from None
+    finally:
+        source.seek(0)
+    total = 0
+    for info in infos:
+        if info.compress_type != zipfile.ZIP_STORED or info.file_size != info.compress_size:
+            raise UnsafePickleError(f"{what}: record {_shown(info.filename)} is compressed ({info.compress_size} bytes "
+                                    f"that inflate to {info.file_size}); torch.save stores records uncompressed")
+        total += info.file_size
+        if total > end:
+            raise UnsafePickleError(f"{what}: its records hold {total} bytes or more, more than the archive's {end}")
+    return {info.filename.split("/", 1)[-1] for info in infos}
+
+
 def safe_torch_load(data: bytes, what: str) -> Any:
-    """``torch.load`` of a checked archive (:func:`check_torch_archive`), ``weights_only=True``, onto the CPU."""
+    """``torch.load`` of a checked archive (:func:`check_torch_archive`), ``weights_only=True``, onto the CPU;
+    what it made passes :func:`check_expansion`."""
     import torch
 
     check_torch_archive(data, what)
     try:
-        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+        loaded = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        raise UnsafePickleError(f"{what}: refused by torch.load(weights_only=True) ({e})") from None
+        # torch's message is a page; its reason is the first line after "WeightsUnpickler error:"
+        after = str(e).partition("WeightsUnpickler error:")[2].strip().splitlines()
+        reason = after[0] if after else _one_line(e)
+        raise UnsafePickleError(f"{what}: refused by torch.load(weights_only=True) ({_shown(reason, 200)[1:-1]})") from None
+    check_expansion(loaded, len(data), what)
+    return loaded
 
 
-class RestrictedUnpickler(pickle.Unpickler):
-    """An unpickler whose globals come only from an explicit ``{(module, name): object}`` map.
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return _shown(text[0], 200) if text else type(e).__name__
 
-    :meth:`find_class` never imports and never walks a dotted name; anything not in
-    the map raises :class:`UnsafePickleError`. Persistent ids are refused too.
+
+def _shown(value: Any, width: int = 80) -> str:
+    """``repr(value)`` cut to about ``width`` characters: a message never copies what a pickle made."""
+    r = reprlib.Repr()
+    r.maxstring = r.maxother = r.maxlong = width
+    r.maxlist = r.maxtuple = r.maxdict = r.maxset = 4
+    r.maxlevel = 3
+    return r.repr(value)
+
+
+#: How far the objects a pickle makes may outgrow it: bytes of strings and containers,
+#: counted once per reference, over the pickle's own size (plus a floor for tiny pickles).
+EXPANSION_FACTOR = 32  # a genuine DCP index: 4 to 8
+EXPANSION_FLOOR = 1 << 20
+
+
+def check_expansion(obj: Any, pickle_bytes: int, what: str) -> None:
+    """Refuse ``obj`` when, counted with every repeated reference (each element of a container
+    8 bytes, each string or bytes its length, a tensor 64 bytes: its storage was read from the
+    archive already), it holds more than ``EXPANSION_FACTOR`` times ``pickle_bytes`` (at least
+    ``EXPANSION_FLOOR``). The walk stops as soon as the budget is spent: it costs at most that.
+    """
+    budget = EXPANSION_FACTOR * pickle_bytes + EXPANSION_FLOOR
+    spent, todo = 0, [obj]
+    while todo:
+        x = todo.pop()
+        spent += 8
+        if isinstance(x, (str, bytes, bytearray)):
+            spent += len(x)
+        elif isinstance(x, dict):
+            todo.extend(x.keys())
+            todo.extend(x.values())
+        elif isinstance(x, (list, tuple, set, frozenset)):
+            todo.extend(x)
+        elif hasattr(x, "__dict__") and not isinstance(x, type) and type(x).__module__.startswith("torch.distributed"):
+            todo.extend(vars(x).items())
+        else:
+            spent += 56  # a number, a tensor, a dtype, a path
+        if spent > budget:
+            raise UnsafePickleError(f"{what}: its objects, counted with every repeated reference, exceed {budget} bytes "
+                                    f"({EXPANSION_FACTOR} times its {pickle_bytes}): a memory bomb")
+
+
+def _plain(value: Any) -> bool:
+    """Plain data: None, a bool, an int, a str, or a tuple or list of them."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return type(value) in (type(None), bool, int, str)
+    if type(value) in (tuple, list):
+        return all(_plain(v) for v in value)
+    return False
+
+
+@dataclass(frozen=True)
+class AllowList:
+    """What a :class:`DataUnpickler` may touch.
+
+    ``names``: ``(module, name)`` -> the object a global stands for; ``constructors``: the
+    callables ``REDUCE`` may call (with plain-data arguments only); ``classes``: the data
+    classes ``NEWOBJ`` may make and ``BUILD`` may fill in; ``setstate``: those of them whose
+    own ``__setstate__`` fills a fresh instance (any other is filled through its ``__dict__``).
     """
 
-    def __init__(self, file, allowed: Mapping[tuple[str, str], Any], what: str):
+    names: Mapping[tuple[str, str], Any]
+    constructors: frozenset
+    classes: frozenset
+    setstate: frozenset = frozenset()
+
+
+class DataUnpickler(pickle._Unpickler):
+    """Python's own unpickler, with every opcode that imports, calls or changes an object checked.
+
+    The pure-Python unpickler keeps one method per opcode, so each dangerous one is replaced
+    here (the C unpickler offers only ``find_class``): see the module's docstring for the rules.
+    Anything outside them raises :class:`UnsafePickleError`.
+    """
+
+    dispatch = dict(pickle._Unpickler.dispatch)
+
+    def __init__(self, file, allowed: AllowList, what: str):
         super().__init__(file)
         self._allowed = allowed
         self._what = what
+        self._fresh: dict[int, Any] = {}  # id -> an instance NEWOBJ made and BUILD has not filled yet
+
+    def _refuse(self, what: str, why: str = ""):
+        raise UnsafePickleError(f"{what} is not allowed in {self._what}{why}")
 
     def find_class(self, module: str, name: str) -> Any:
         if "." in name:
-            raise UnsafePickleError(f"{module}.{name} is not allowed in {self._what} (a dotted name)")
+            self._refuse(f"{module}.{name}", " (a dotted name)")
         try:
-            return self._allowed[(module, name)]
-        except KeyError:
-            raise UnsafePickleError(f"{module}.{name} is not allowed in {self._what}") from None
+            return self._allowed.names[(module, name)]
+        except (KeyError, TypeError):
+            self._refuse(f"{module[:80]}.{name[:80]}")  # STACK_GLOBAL gives strs only; a name is cut, not copied
 
     def persistent_load(self, pid: Any) -> Any:
-        raise UnsafePickleError(f"persistent ids are not allowed in {self._what}")
+        self._refuse("a persistent id")
+
+    def load_reduce(self):
+        args = self.stack.pop()
+        func = self.stack[-1]
+        if not any(func is c for c in self._allowed.constructors):
+            self._refuse(f"calling {_shown(func, 60)}")
+        if type(args) is not tuple or not _plain(args):
+            self._refuse(f"calling {_shown(func, 60)} with {_shown(args, 60)}")
+        self.stack[-1] = func(*args)
+
+    def _new(self, cls, args, kwargs):
+        if not isinstance(cls, type) or not any(cls is c for c in self._allowed.classes):
+            self._refuse(f"making a {_shown(cls, 60)}")
+        if args or kwargs:
+            self._refuse(f"arguments to {cls.__name__}.__new__")
+        obj = cls.__new__(cls)
+        self._fresh[id(obj)] = obj
+        self.append(obj)
+
+    def load_newobj(self):
+        args = self.stack.pop()
+        self._new(self.stack.pop(), args, None)
+
+    def load_newobj_ex(self):
+        kwargs = self.stack.pop()
+        args = self.stack.pop()
+        self._new(self.stack.pop(), args, kwargs)
+
+    def load_build(self):
+        state = self.stack.pop()
+        inst = self.stack[-1]
+        if self._fresh.pop(id(inst), None) is not inst:  # a class, a global, or an instance filled already
+            self._refuse(f"BUILD on {_shown(inst, 60)}", " (only on a new instance of an allowed class, once)")
+        cls = type(inst)
+        if cls in self._allowed.setstate:
+            cls.__setstate__(inst, state)
+            return
+        if isinstance(state, tuple) and len(state) == 2 and state[1] is None:
+            state = state[0]
+        if type(state) is not dict or not all(type(k) is str for k in state):
+            self._refuse(f"BUILD of a {cls.__name__} from {_shown(state, 60)}")
+        inst.__dict__.update(state)
+
+    def _target(self, kind: type, opcode: str):
+        target = self.stack[-1]
+        if type(target) is not kind:
+            self._refuse(f"{opcode} on a {type(target).__name__}")
+        return target
+
+    def load_setitem(self):
+        value = self.stack.pop()
+        key = self.stack.pop()
+        self._target(dict, "SETITEM")[key] = value
+
+    def load_setitems(self):
+        items = self.pop_mark()
+        target = self._target(dict, "SETITEMS")
+        for i in range(0, len(items), 2):
+            target[items[i]] = items[i + 1]
+
+    def load_append(self):
+        value = self.stack.pop()
+        self._target(list, "APPEND").append(value)
+
+    def load_appends(self):
+        items = self.pop_mark()
+        self._target(list, "APPENDS").extend(items)
+
+    def load_additems(self):
+        items = self.pop_mark()
+        self._target(set, "ADDITEMS").update(items)
+
+    def _refuse_opcode(self):
+        self._refuse("this opcode (INST, OBJ or EXT)")
 
 
-def restricted_loads(data: bytes, allowed: Mapping[tuple[str, str], Any], what: str) -> Any:
-    """Unpickle ``data`` with :class:`RestrictedUnpickler`; any failure is an :class:`UnsafePickleError`."""
+# The pure-Python unpickler looks each opcode up in ``dispatch``: point the checked ones at the methods above.
+_CHECKED_OPCODES = {
+    "load_reduce": (pickle.REDUCE,), "load_newobj": (pickle.NEWOBJ,), "load_newobj_ex": (pickle.NEWOBJ_EX,),
+    "load_build": (pickle.BUILD,), "load_setitem": (pickle.SETITEM,), "load_setitems": (pickle.SETITEMS,),
+    "load_append": (pickle.APPEND,), "load_appends": (pickle.APPENDS,), "load_additems": (pickle.ADDITEMS,),
+    "_refuse_opcode": (pickle.INST, pickle.OBJ, pickle.EXT1, pickle.EXT2, pickle.EXT4),
+}
+for _method, _opcodes in _CHECKED_OPCODES.items():
+    for _opcode in _opcodes:
+        DataUnpickler.dispatch[_opcode[0]] = getattr(DataUnpickler, _method)
+
+
+def data_loads(data: bytes, allowed: AllowList, what: str) -> Any:
+    """Unpickle ``data`` with :class:`DataUnpickler`, then :func:`check_expansion`; any failure is an
+    :class:`UnsafePickleError` with a one-line reason."""
     try:
-        return RestrictedUnpickler(io.BytesIO(data), allowed, what).load()
+        obj = DataUnpickler(io.BytesIO(data), allowed, what).load()
     except UnsafePickleError:
         raise
     except Exception as e:  # truncated, malformed, or an allowed class given bad arguments
-        raise UnsafePickleError(f"{what} unreadable ({type(e).__name__}: {e})") from None
+        raise UnsafePickleError(f"{what} unreadable ({type(e).__name__}: {_one_line(e)})") from None
+    check_expansion(obj, len(data), what)
+    return obj
 
 
 @functools.cache
-def dcp_metadata_globals() -> dict[tuple[str, str], Any]:
+def dcp_metadata_allow_list() -> AllowList:
     """The classes DCP's ``.metadata`` of a tensors-only checkpoint is made of, and nothing else.
 
     ``BytesStorageMetadata`` is deliberately absent: DCP loads a "bytes" entry with
@@ -153,25 +379,23 @@ def dcp_metadata_globals() -> dict[tuple[str, str], Any]:
     import torch.serialization
     from torch.distributed.checkpoint import filesystem, metadata
 
-    allowed: dict[tuple[str, str], Any] = {
-        ("torch.distributed.checkpoint.metadata", cls.__name__): cls
-        for cls in (
-            metadata.Metadata,
-            metadata.MetadataIndex,
-            metadata.StorageMeta,
-            metadata.TensorProperties,
-            metadata.TensorStorageMetadata,
-            metadata.ChunkStorageMetadata,
-            metadata._MEM_FORMAT_ENCODING,
-        )
-    }
-    allowed[("torch.distributed.checkpoint.filesystem", "_StorageInfo")] = filesystem._StorageInfo
-    allowed[("torch", "Size")] = torch.Size
-    allowed[("torch.serialization", "_get_layout")] = torch.serialization._get_layout
-    allowed[("pathlib", "PosixPath")] = pathlib.PosixPath
-    allowed[("pathlib", "PurePosixPath")] = pathlib.PurePosixPath
+    data_classes = (
+        metadata.Metadata,
+        metadata.MetadataIndex,
+        metadata.StorageMeta,
+        metadata.TensorProperties,
+        metadata.TensorStorageMetadata,
+        metadata.ChunkStorageMetadata,
+        filesystem._StorageInfo,
+    )
+    names: dict[tuple[str, str], Any] = {(cls.__module__, cls.__name__): cls for cls in data_classes}
+    constructors = (metadata._MEM_FORMAT_ENCODING, torch.Size, torch.serialization._get_layout,
+                    pathlib.PosixPath, pathlib.PurePosixPath)  # an enum member, a shape, a layout, a path: by value
+    for c in constructors:
+        names[(c.__module__, c.__name__)] = c
     for name in dir(torch):  # dtypes are pickled by name: torch.float32, torch.int64, ...
         value = getattr(torch, name, None)
         if isinstance(value, torch.dtype):
-            allowed[("torch", name)] = value
-    return allowed
+            names[("torch", name)] = value
+    return AllowList(names=names, constructors=frozenset(constructors), classes=frozenset(data_classes),
+                     setstate=frozenset({metadata.TensorProperties}))

@@ -7,27 +7,42 @@ every ``monitor_interval`` seconds, and when one dies stops the others and start
 whole group again, up to ``max_restarts`` times (each new group sees
 ``TORCHELASTIC_RESTART_COUNT`` = its attempt number).
 
-* One machine (``nnodes`` 1, no endpoint): ``--standalone``, a private rendezvous on a
-  free port of this machine.
+* One machine (``nnodes`` 1): a private rendezvous with no port at all, torchrun's c10d
+  rendezvous over a :class:`torch.distributed.FileStore` in a file only this user can read
+  and write; the ranks' own sockets listen on loopback (:mod:`~goodputlab.distributed.binding`).
 * Several machines: every machine runs the same command with ``--nnodes N
   --rdzv-endpoint HOST:PORT`` (the machine that hosts the rendezvous, reachable by all);
   the c10d rendezvous numbers the machines. With ``--node-rank R`` the numbering is
-  fixed instead (torchrun's static rendezvous, where ``HOST:PORT`` is node 0's).
+  fixed instead (torchrun's static rendezvous, where ``HOST:PORT`` is node 0's). Its ports
+  authenticate nobody: they must be reachable only from the job's own machines
+  (:func:`~goodputlab.distributed.binding.exposure_warning`, ``docs/SECURITY.md``).
+
+Either way the rendezvous must complete within ``rdzv_timeout_s`` (torchrun's own join and
+read timeouts, and the supervisor's deadline for the first rank to start,
+:class:`~goodputlab.distributed.launcher.TorchrunJob`).
 """
 
 from __future__ import annotations
 
+import ipaddress
+import math
 import re
 from dataclasses import dataclass
 
 from ..errors import ConfigError, check
 from ..validate import is_number, is_whole
+from .binding import bind_address, is_bindable_address
 
 MAX_NPROC = 1024  # ranks on one machine; far past any machine's accelerators or cores
 MAX_NNODES = 100_000
 MAX_STRAGGLER_FACTOR = 100.0  # a step 100 times slower is a hang, not a straggler
 DEFAULT_MONITOR_INTERVAL_S = 0.05  # torchrun's default is 0.1 s; a failure is noticed within this
-ENDPOINT_ALLOWED = "HOST:PORT, e.g. node0:29500 or [fd00::1]:29500 (a port between 1 and 65535)"
+ENDPOINT_ALLOWED = (
+    "HOST:PORT, e.g. node0:29500 or [fd00::1]:29500 (a port between 1 and 65535; a host the machines can reach, "
+    "not 0.0.0.0 or [::])"
+)
+DEFAULT_RDZV_TIMEOUT_S = 60.0  # from launch to the first rank started: torch's own join timeout is 600 s
+MAX_RDZV_TIMEOUT_S = 86_400.0
 
 _HOST = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 _IPV6 = re.compile(r"^[0-9A-Fa-f:.]+$")
@@ -58,9 +73,17 @@ def parse_rdzv_endpoint(text: str) -> tuple[str, int]:
     else:
         host, sep, port_text = s.rpartition(":")
         ok = bool(sep) and ":" not in host and _HOST.match(host) is not None
-    if not ok or not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+    if not ok or not port_text.isdigit() or not 1 <= int(port_text) <= 65535 or _unspecified(host):
         raise ConfigError("rdzv_endpoint", text, ENDPOINT_ALLOWED)
     return host, int(port_text)
+
+
+def _unspecified(host: str) -> bool:
+    """``0.0.0.0`` or ``::``: every interface of a listener, not an address to meet at."""
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -72,7 +95,11 @@ class TorchrunLaunch:
     ``HOST:PORT`` of the rendezvous (needed with more than one machine); ``rdzv_id``: the
     job's name at the rendezvous (the same on every machine); ``max_restarts``: group
     restarts before torchrun gives up; ``monitor_interval_s``: how often torchrun looks at
-    its ranks; ``log_dir``: where torchrun keeps every rank's output, per attempt.
+    its ranks; ``log_dir``: where torchrun keeps every rank's output, per attempt;
+    ``rdzv_timeout_s``: seconds the rendezvous may take before the launch gives up;
+    ``bind_host``: the numeric address this machine's listening sockets of the job bind to
+    (``None``: loopback on one machine, every interface on several; see
+    :func:`~goodputlab.distributed.binding.bind_address`).
     """
 
     nproc: int
@@ -83,6 +110,8 @@ class TorchrunLaunch:
     max_restarts: int = 0
     monitor_interval_s: float = DEFAULT_MONITOR_INTERVAL_S
     log_dir: str | None = None
+    rdzv_timeout_s: float = DEFAULT_RDZV_TIMEOUT_S
+    bind_host: str | None = None
 
     def __post_init__(self) -> None:
         check(is_whole(self.nproc) and 1 <= self.nproc <= MAX_NPROC, "nproc", self.nproc,
@@ -96,6 +125,14 @@ class TorchrunLaunch:
             parse_rdzv_endpoint(self.rdzv_endpoint)
         check(self.nnodes == 1 or self.rdzv_endpoint is not None, "rdzv_endpoint", self.rdzv_endpoint,
               f"{ENDPOINT_ALLOWED}: a job on {self.nnodes} machines needs a rendezvous every machine can reach")
+        check(self.nnodes > 1 or self.rdzv_endpoint is None, "rdzv_endpoint", self.rdzv_endpoint,
+              "only with --nnodes > 1 (a run on one machine meets at a private file of its own, with no port)")
+        check(is_rdzv_timeout(self.rdzv_timeout_s), "rdzv_timeout", self.rdzv_timeout_s, RDZV_TIMEOUT_ALLOWED)
+        if self.bind_host is not None:
+            check(is_bindable_address(self.bind_host), "bind_host", self.bind_host,
+                  "a numeric IP address of this machine (not 0.0.0.0 or ::)")
+            check(self.node_rank is None, "bind_host", self.bind_host,
+                  "an address with the c10d rendezvous (no --node-rank): the static one's store binds every interface")
         check(isinstance(self.rdzv_id, str) and re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", self.rdzv_id) is not None,
               "rdzv_id", self.rdzv_id, "1 to 64 letters, digits, '.', '_' or '-'")
         check(is_whole(self.max_restarts) and self.max_restarts >= 0, "max_restarts", self.max_restarts,
@@ -106,15 +143,28 @@ class TorchrunLaunch:
         """Ranks in the whole job (every machine runs ``nproc``)."""
         return self.nproc * self.nnodes
 
-    def command(self, python: str, module: str, module_args: list[str]) -> list[str]:
-        """The argument vector that starts ``python -m torch.distributed.run`` for ``python -m module``."""
+    def command(self, python: str, module: str, module_args: list[str], rdzv_file: str | None = None) -> list[str]:
+        """The argument vector that starts ``python -m torch.distributed.run`` for ``python -m module``.
+
+        ``rdzv_file``: on one machine, the private file that holds the rendezvous (created by
+        the caller, mode ``0o600``; :class:`~goodputlab.distributed.launcher.TorchrunJob` does).
+        """
         cmd = [python, "-m", "torch.distributed.run"]
-        if self.nnodes == 1 and self.rdzv_endpoint is None:
-            cmd += ["--standalone"]
+        seconds = str(max(1, math.ceil(self.rdzv_timeout_s)))  # torchrun reads whole seconds
+        if self.nnodes == 1:
+            if rdzv_file is None:
+                raise ValueError("a run on one machine needs rdzv_file: the file of its private rendezvous")
+            cmd += ["--rdzv-backend", "c10d", "--rdzv-endpoint", rdzv_file, "--rdzv-id", self.rdzv_id,
+                    "--rdzv-conf", f"store_type=file,join_timeout={seconds}"]
         elif self.node_rank is not None:
-            cmd += ["--rdzv-backend", "static", "--rdzv-endpoint", self.rdzv_endpoint, "--node-rank", str(self.node_rank)]
+            cmd += ["--rdzv-backend", "static", "--rdzv-endpoint", self.rdzv_endpoint, "--node-rank", str(self.node_rank),
+                    "--rdzv-conf", f"timeout={seconds}"]
         else:
-            cmd += ["--rdzv-backend", "c10d", "--rdzv-endpoint", self.rdzv_endpoint, "--rdzv-id", self.rdzv_id]
+            cmd += ["--rdzv-backend", "c10d", "--rdzv-endpoint", self.rdzv_endpoint, "--rdzv-id", self.rdzv_id,
+                    "--rdzv-conf", f"join_timeout={seconds},read_timeout={seconds}"]
+        address = bind_address(self)
+        if address is not None:  # MASTER_ADDR of the ranks' store: the address it listens on
+            cmd += ["--local-addr", address]
         cmd += [
             "--nnodes", str(self.nnodes),
             "--nproc-per-node", str(self.nproc),
@@ -172,8 +222,18 @@ def _recovery_settings_under_torchrun(config) -> None:
         check(value == needed, name, value, allowed)
 
 
-def launch_of(config, max_restarts: int = 0, log_dir: str | None = None, rdzv_id: str = "goodputlab") -> TorchrunLaunch:
-    """The :class:`TorchrunLaunch` of a run configuration (its ``nproc``, ``nnodes``, ``node_rank``, ``rdzv_endpoint``)."""
+RDZV_TIMEOUT_ALLOWED = f"seconds > 0 and <= {MAX_RDZV_TIMEOUT_S:.0f}"
+
+
+def is_rdzv_timeout(value) -> bool:
+    """Is ``value`` a rendezvous timeout in seconds (> 0, at most a day)?"""
+    return is_number(value) and 0 < value <= MAX_RDZV_TIMEOUT_S  # nan fails both comparisons
+
+
+def launch_of(config, max_restarts: int = 0, log_dir: str | None = None, rdzv_id: str = "goodputlab",
+              bind_host: str | None = None) -> TorchrunLaunch:
+    """The :class:`TorchrunLaunch` of a run configuration (its ``nproc``, ``nnodes``, ``node_rank``,
+    ``rdzv_endpoint``, ``rdzv_timeout``); ``bind_host``: see :class:`TorchrunLaunch`."""
     return TorchrunLaunch(
         nproc=config.nproc,
         nnodes=config.nnodes,
@@ -182,6 +242,8 @@ def launch_of(config, max_restarts: int = 0, log_dir: str | None = None, rdzv_id
         rdzv_id=rdzv_id,
         max_restarts=max_restarts,
         log_dir=log_dir,
+        rdzv_timeout_s=config.rdzv_timeout,
+        bind_host=bind_host,
     )
 
 

@@ -16,6 +16,13 @@ learns each rank's process from its ``init`` event, and can
 
 A rank's process is identified by its pid *and* its start time (``/proc/PID/stat``), so a pid
 the system has reused for another process is never signalled.
+
+Where the job listens (:mod:`~goodputlab.distributed.binding`): on one machine its rendezvous is
+a private file (``0o600``, removed when torchrun has exited) and its ranks listen on loopback
+only; a job on several machines is warned about (:class:`NetworkExposureWarning`). If no rank
+has started ``launch.rdzv_timeout_s`` seconds after the launch (a rendezvous endpoint nobody
+answers at, machines that never join), :meth:`~TorchrunJob.wait` stops everything and raises
+:class:`RendezvousTimeout`.
 """
 
 from __future__ import annotations
@@ -24,10 +31,14 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import time
+import warnings
 from pathlib import Path
 
 from ..engine.events import EventTail
+from ..errors import ConfigError
+from .binding import bind_address, exposure_warning, listen_env
 from .joblog import RANK_LOG, RANKS_DIR
 from .launch import TorchrunLaunch
 
@@ -45,6 +56,21 @@ def _start_ticks(pid: int) -> int | None:
     return int(stat[stat.rindex(b")") + 2 :].split()[19])  # field 22 of stat, after "pid (comm) "
 
 
+class NetworkExposureWarning(UserWarning):
+    """A job on several machines listens where others may reach it (``docs/SECURITY.md``)."""
+
+
+class RendezvousTimeout(ConfigError):
+    """No rank started within ``--rdzv-timeout`` seconds of the launch; everything was stopped (a bad input: exit 2)."""
+
+
+def rendezvous_file() -> str:
+    """A new private file (mode ``0o600``, in the temporary directory) for a one-machine job's rendezvous store."""
+    fd, path = tempfile.mkstemp(prefix="goodputlab-rdzv-")
+    os.close(fd)
+    return path
+
+
 class TorchrunJob:
     """A running ``torchrun`` job of ``launch.nproc`` local ranks training the run in ``out``."""
 
@@ -52,14 +78,34 @@ class TorchrunJob:
         self.launch = launch
         self.out = out
         (out / RANKS_DIR).mkdir(exist_ok=True)
-        cmd = launch.command(python, WORKER_MODULE, ["--run-dir", str(out), "--t0", repr(t0)])
+        warning = exposure_warning(launch)
+        if warning is not None:
+            warnings.warn(warning, NetworkExposureWarning, stacklevel=2)
+        address = bind_address(launch)
+        env = {**env, **listen_env(address)} if address is not None else env
+        self.rdzv_file = rendezvous_file() if launch.nnodes == 1 else None
+        cmd = launch.command(python, WORKER_MODULE, ["--run-dir", str(out), "--t0", repr(t0)], rdzv_file=self.rdzv_file)
+        self.deadline = time.monotonic() + launch.rdzv_timeout_s  # for the first rank to start
+        self.started = False  # has any rank started (the rendezvous is done)?
         # its own session: one killpg reaches the agent (the ranks have sessions of their own)
-        self.proc = subprocess.Popen(
-            cmd, stdout=stdout_fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
-        )
+        try:
+            self.proc = subprocess.Popen(
+                cmd, stdout=stdout_fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+            )
+        except BaseException:
+            self._remove_rdzv_file()
+            raise
         self.host = socket.gethostname()
         self._tails: dict[int, EventTail] = {}
         self.processes: dict[tuple[int, int], tuple[int, int]] = {}  # (attempt, rank) -> (pid, start ticks)
+
+    def _remove_rdzv_file(self) -> None:
+        if self.rdzv_file is not None:
+            try:
+                os.unlink(self.rdzv_file)
+            except FileNotFoundError:
+                pass
+            self.rdzv_file = None
 
     def _logs(self) -> dict[int, Path]:
         """The rank logs present (on a folder shared by several machines, other machines' ranks too)."""
@@ -81,6 +127,7 @@ class TorchrunJob:
                 tail = self._tails[rank] = EventTail(path)
             for e in tail.poll():
                 e["rank"] = rank
+                self.started = True
                 if e["kind"] == "init" and isinstance(e.get("pid"), int) and e.get("host") == self.host:
                     ticks = _start_ticks(e["pid"])
                     if ticks is not None:
@@ -90,13 +137,37 @@ class TorchrunJob:
 
     def returncode(self) -> int | None:
         """torchrun's exit code, or ``None`` while it runs."""
-        return self.proc.poll()
+        code = self.proc.poll()
+        if code is not None:
+            self._remove_rdzv_file()
+        return code
 
     def wait(self, timeout: float) -> int | None:
+        """torchrun's exit code after at most ``timeout`` seconds, or ``None`` while it runs.
+
+        Raises :class:`RendezvousTimeout`, after stopping everything, when no rank has started
+        (no rank's event read by :meth:`poll`) ``launch.rdzv_timeout_s`` seconds after the launch."""
         try:
-            return self.proc.wait(timeout=timeout)
+            code = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            return None
+            code = None
+        if code is not None:
+            self._remove_rdzv_file()
+        elif not self.started and time.monotonic() >= self.deadline:
+            self.stop()
+            raise self._timed_out()
+        return code
+
+    def _timed_out(self) -> RendezvousTimeout:
+        launch = self.launch
+        seconds = f"{launch.rdzv_timeout_s:g}"
+        if launch.nnodes == 1:
+            return RendezvousTimeout("rdzv_timeout", seconds,
+                                     f"more seconds than this machine takes to start {launch.nproc} ranks "
+                                     f"(none had started after {seconds} s)")
+        return RendezvousTimeout("rdzv_endpoint", launch.rdzv_endpoint,
+                                 f"a rendezvous that all {launch.nnodes} machines reach and join within --rdzv-timeout "
+                                 f"{seconds} s (none of the ranks had started; torchrun's log is in {self.out}/logs)")
 
     def live_ranks(self, attempt: int) -> list[int]:
         """The ranks of attempt ``attempt`` running on this machine now, in rank order."""
@@ -126,6 +197,7 @@ class TorchrunJob:
             except (ProcessLookupError, PermissionError):
                 pass
             self.proc.wait()
+        self._remove_rdzv_file()
         for pid, ticks in list(self.processes.values()):
             if _start_ticks(pid) == ticks:
                 try:

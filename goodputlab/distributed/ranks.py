@@ -113,21 +113,45 @@ class Rank:
         return out
 
 
+def job_store(env: RankEnv, bind_host: str, timeout: datetime.timedelta) -> dist.TCPStore:
+    """The job's store at ``MASTER_ADDR:MASTER_PORT``, its server (on rank 0) listening on ``bind_host`` only.
+
+    ``TCPStore`` binds its server to every interface whatever host it is given
+    (``docs/SECURITY.md``), so rank 0 binds the socket itself and hands it over
+    (``master_listen_fd``); the other ranks connect as torch's ``env://`` would.
+    """
+    from .binding import listening_socket
+
+    addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    if env.rank != 0:
+        return dist.TCPStore(addr, port, env.world_size, False, timeout)
+    sock = listening_socket(bind_host, port)
+    try:
+        return dist.TCPStore(addr, port, env.world_size, True, timeout, master_listen_fd=sock.detach())
+    finally:
+        sock.close()
+
+
 def setup(device_name: str = "auto", env: RankEnv | None = None, timeout_s: float = GROUP_TIMEOUT_S) -> Rank:
     """Join the job: the default process group (gloo or NCCL) and the checkpoint group (gloo).
 
     Rendezvous details (``MASTER_ADDR``, ``MASTER_PORT`` or torchrun's store) come from the
-    environment, as ``torchrun`` sets them.
+    environment, as ``torchrun`` sets them; with ``GOODPUTLAB_BIND_HOST`` set (the launcher's
+    :func:`~goodputlab.distributed.binding.listen_env`) rank 0's store listens on that address only.
     """
+    from .binding import BIND_ENV
+
     env = env or RankEnv.from_environ()
     device = device_for(device_name, env.local_rank)
     backend = backend_for(device)
     timeout = datetime.timedelta(seconds=timeout_s)
+    bind_host = os.environ.get(BIND_ENV)
+    joined = {"store": job_store(env, bind_host, timeout), "rank": env.rank, "world_size": env.world_size} if bind_host else {}
     if device.type == "cuda":
         torch.cuda.set_device(device)
-        dist.init_process_group(backend, timeout=timeout, device_id=device)
+        dist.init_process_group(backend, timeout=timeout, device_id=device, **joined)
     else:
-        dist.init_process_group(backend, timeout=timeout)
+        dist.init_process_group(backend, timeout=timeout, **joined)
     ckpt_group = dist.new_group(backend="gloo", timeout=timeout)
     return Rank(env, device, backend, ckpt_group)
 

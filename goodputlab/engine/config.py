@@ -195,6 +195,11 @@ class RunConfig:
         validate.Optional(validate.Satisfies(launch.endpoint_parses, launch.ENDPOINT_ALLOWED)), "distributed",
         "HOST:PORT", default_text="a private one on this machine",
     )
+    rdzv_timeout: float = setting(
+        launch.DEFAULT_RDZV_TIMEOUT_S, "seconds from launch until the ranks have met; then the run stops (exit 2)",
+        validate.Number(0, launch.MAX_RDZV_TIMEOUT_S, low_open=True, text=launch.RDZV_TIMEOUT_ALLOWED),
+        "distributed", "SECONDS",
+    )
     launcher: str = setting(
         "auto", "auto: torchrun from 2 ranks on, else one worker process; torchrun: always (one rank too)",
         validate.Choice(launch.LAUNCHERS), "distributed", "NAME",
