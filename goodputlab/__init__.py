@@ -12,7 +12,7 @@ Running and reading runs:
 - :func:`load_run`: read a finished run's directory back as a :class:`RunResult`.
 - :class:`RunConfig`: everything that defines a run (validated; the CLI's flags).
 - :class:`RunResult`: a run's summary, event log, ledger and charts.
-- :data:`CATEGORIES`: the ledger's categories (nine: straggler_wait for jobs of many ranks), in order.
+- :data:`CATEGORIES`: the ledger's categories (ten: straggler_wait for jobs of many ranks, degraded for in-job recovery), in order.
 - :data:`PHASES`: the event kinds that start a phase (the others are markers).
 - :class:`ConfigError`: a bad value; names the field, the value and what is allowed.
 - :func:`measure_timings`: a run's phase costs read from its event log (:class:`RunTimings`).

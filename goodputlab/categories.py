@@ -11,6 +11,14 @@ STRAGGLER_WAIT = "straggler_wait"  # ranks of a distributed job waiting in the g
 CHECKPOINT_SAVE = "checkpoint_save"  # the blocking part of a save
 CHECKPOINT_RESTORE = "checkpoint_restore"  # loading state after a restart
 LOST_WORK = "lost_work"  # compute of steps later rolled back by a failure
+#: In-job recovery (torchft): while ``k`` of a job's ``G`` replica groups are missing and the rest
+#: train on without them, ``k/G`` of each second is ``degraded``: the throughput the missing groups
+#: would have given. It holds their relaunch (detection, respawn, joining the quorum); their fetch of
+#: the live state from a healthy peer is ``checkpoint_restore`` (a restore, from a peer instead of
+#: storage), and the surviving groups' ``(G-k)/G`` is booked as any second of training
+#: (``productive``, ``checkpoint_save``, ...). A job that stops as a whole (every group down) books
+#: ``restart`` as before. Zero for a job without replica groups. See docs/IN_JOB_RECOVERY.md.
+DEGRADED = "degraded"
 RESTART = "restart"  # failure -> new process ready to train
 STARTUP = "startup"  # first launch -> first step
 OTHER = "other"  # whatever is left (logging, evaluation, teardown)
@@ -22,6 +30,7 @@ CATEGORIES: tuple[str, ...] = (
     CHECKPOINT_SAVE,
     CHECKPOINT_RESTORE,
     LOST_WORK,
+    DEGRADED,
     RESTART,
     STARTUP,
     OTHER,
@@ -35,6 +44,7 @@ MEANINGS: dict[str, str] = {
     CHECKPOINT_SAVE: "the part of each save that blocks training",
     CHECKPOINT_RESTORE: "loading a checkpoint after a restart",
     LOST_WORK: "computing steps a failure later threw away",
+    DEGRADED: "the share of missing replica groups while the rest trained on without them (in-job recovery)",
     RESTART: "from a failure until a worker trains again (detection, relaunch or hand-over, set-up)",
     STARTUP: "from the first launch to the first step",
     OTHER: "everything else (step bookkeeping, logging, teardown, what stragglers add)",
@@ -48,6 +58,7 @@ COLORS: dict[str, str] = {
     CHECKPOINT_SAVE: "#1f77b4",
     CHECKPOINT_RESTORE: "#9467bd",
     LOST_WORK: "#d62728",
+    DEGRADED: "#e377c2",
     RESTART: "#8c564b",
     STARTUP: "#7f7f7f",
     OTHER: "#c7c7c7",

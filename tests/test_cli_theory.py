@@ -105,10 +105,10 @@ def test_help_shows_units_and_examples(cli, cli_env):
     assert "--save-s SECONDS" in optimal_help and "--mtbf-s SECONDS" in optimal_help and "examples:" in optimal_help
 
 
-@pytest.mark.parametrize("examples", [cli_theory.OPTIMAL_EXAMPLES, cli_theory.SIMULATE_EXAMPLES])
-def test_every_example_in_help_runs(examples, capsys):
+@pytest.mark.parametrize("examples, count", [(cli_theory.OPTIMAL_EXAMPLES, 2), (cli_theory.SIMULATE_EXAMPLES, 4)])
+def test_every_example_in_help_runs(examples, count, capsys):
     commands = re.findall(r"^  goodputlab (.*?(?:\\\n.*?)*)$", examples, re.M)
-    assert len(commands) == 2
+    assert len(commands) == count
     for command in commands:
         assert cli_theory.main(shlex.split(command.replace("\\\n", " "))) == 0
     assert capsys.readouterr().out

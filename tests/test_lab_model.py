@@ -129,6 +129,7 @@ def test_replay_hand_walked():
         "startup": 1.0,
         "data_wait": 0.0,
         "straggler_wait": 0.0,
+        "degraded": 0.0,
         "other": 0.0,
     }
     assert r.buckets == pytest.approx(expected)

@@ -60,6 +60,7 @@ EXPECTED = {
     C.RESTART: 0.2 + 0.3 + 0.1 + 0.4 + 0.1,
     C.CHECKPOINT_RESTORE: 0.5,
     C.STRAGGLER_WAIT: 0.0,  # one process: nobody to wait for
+    C.DEGRADED: 0.0,  # no replica groups
 }
 
 

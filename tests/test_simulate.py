@@ -10,7 +10,8 @@ from goodputlab import theory
 from goodputlab.cli import theory as cli_theory
 from goodputlab.categories import CATEGORIES
 from goodputlab.errors import ConfigError
-from goodputlab.theory.simulator import SimConfig, _compute_and_durable, simulate
+from goodputlab.theory.sim_cycle import compute_and_durable as _compute_and_durable
+from goodputlab.theory.simulator import SimConfig, simulate
 
 HOUR = 3600.0
 DAY = 86400.0
@@ -33,6 +34,10 @@ def llama3(**overrides):
     )
     settings.update(overrides)
     return SimConfig(**settings)
+
+
+SUMMARY_KEYS = {"config", "goodput_mean", "goodput_stderr", "goodput_p5", "goodput_p95", "interruptions_mean",
+                "job_restarts_mean", "devices_lost_mean", "buckets"}
 
 
 def assert_closes(result):
@@ -184,7 +189,7 @@ def test_no_failures_sync_timeline_by_hand():
     result = simulate(config)
     assert result.buckets == pytest.approx(
         {"productive": 870, "data_wait": 0, "straggler_wait": 0, "checkpoint_save": 80, "checkpoint_restore": 0,
-         "lost_work": 0, "restart": 0, "startup": 50, "other": 0}
+         "lost_work": 0, "degraded": 0, "restart": 0, "startup": 50, "other": 0}
     )
     assert result.interruptions_mean == 0
 
@@ -241,6 +246,28 @@ def test_seeded_determinism():
     assert not np.array_equal(a.goodput, c.goodput)
 
 
+@pytest.mark.parametrize(
+    "overrides, goodput, failures, lost_work",
+    [
+        ({"save_s": 60.0, "save_blocking_s": 5.0, "restore_s": 60.0, "restart_s": 300.0},
+         0.9227852779877342, 92879, 160047.66394386505),
+        ({"save_s": 30.0, "restart_s": 1200.0, "hot_spares": 100, "spare_restart_s": 60.0,
+          "data_stall_fraction": 0.15, "startup_s": 900.0}, 0.71409653360551, 92879, 131172.10463882535),
+        ({"save_s": 60.0, "restart_s": 300.0, "restore_s": 60.0, "failure_shape": 0.7},
+         0.8527558938360269, 92772, 132089.24371667855),
+    ],
+)
+def test_restart_model_unchanged_since_in_job_recovery(overrides, goodput, failures, lost_work):
+    # The figures the simulator gave for these seeds at ca5bff7, before in-job recovery and
+    # failure domains were added: existing users see the same draws and the same results.
+    result = simulate(llama3(trials=200, seed=3, **overrides))
+    assert result.goodput_mean == pytest.approx(goodput, rel=1e-12)
+    assert int(result.interruptions.sum()) == failures
+    assert result.buckets["lost_work"] == pytest.approx(lost_work, rel=1e-12)
+    assert result.buckets["degraded"] == 0.0
+    np.testing.assert_array_equal(result.job_restarts, result.interruptions)
+
+
 # --- what the knobs do --------------------------------------------------------------
 
 
@@ -293,7 +320,7 @@ def test_json_rows_and_progress(capsys):
     result = simulate(llama3(trials=20, save_s=30.0, restart_s=300.0), progress=seen.append, tqdm=True)
     assert seen and seen[-1] == pytest.approx(1.0) and seen == sorted(seen)
     data = json.loads(result.to_json())
-    assert set(data) == {"config", "goodput_mean", "goodput_p5", "goodput_p95", "interruptions_mean", "buckets"}
+    assert set(data) == SUMMARY_KEYS
     assert list(data["buckets"]) == list(CATEGORIES)
     assert data["goodput_p5"] <= data["goodput_mean"] <= data["goodput_p95"]
     rows = result.breakdown_rows(run="sim")
@@ -357,7 +384,7 @@ CLI_ARGS = ["simulate", "--devices", "16384", "--device-mtbf-h", "45565", "--day
 def test_cli_simulate_json(capsys):
     assert cli_theory.main(CLI_ARGS + ["--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert set(data) == {"config", "goodput_mean", "goodput_p5", "goodput_p95", "interruptions_mean", "buckets"}
+    assert set(data) == SUMMARY_KEYS
     assert sum(data["buckets"].values()) == pytest.approx(54 * DAY, rel=1e-6)
     assert data["goodput_mean"] > 0.9
 
@@ -382,3 +409,46 @@ def test_cli_simulate_bad_input_raises(flag, value, field):
         cli_theory.main(args)
     assert info.value.field == field
     assert cli_theory.FLAGS[field] == flag
+
+
+# --- CLI: failure laws, domains, in-job recovery ------------------------------------------
+
+SMALL = ["simulate", "--devices", "1024", "--device-mtbf-h", "1024", "--days", "40", "--interval-min", "10",
+         "--save-s", "30", "--restart-s", "300", "--trials", "40"]
+
+
+def test_cli_new_flags_reach_the_configuration(capsys):
+    args = SMALL + ["--failure-dist", "weibull", "--weibull-shape", "0.7", "--domain-size", "8", "--domain-share", "0.5",
+                    "--recovery", "in-job", "--replica-groups", "4", "--min-groups", "2", "--heal-s", "120", "--json"]
+    assert cli_theory.main(args) == 0
+    data = json.loads(capsys.readouterr().out)
+    config = data["config"]
+    assert (config["failure_shape"], config["domain_size"], config["domain_share"]) == (0.7, 8, 0.5)
+    assert (config["recovery"], config["replica_groups"], config["min_groups"], config["heal_s"]) == ("in-job", 4, 2, 120.0)
+    assert data["buckets"]["degraded"] > 0 and data["devices_lost_mean"] > data["interruptions_mean"]
+    assert sum(data["buckets"].values()) == pytest.approx(40 * DAY, rel=1e-9)
+
+
+def test_cli_one_group_count_prints_the_ledger_and_the_closed_form(capsys):
+    assert cli_theory.main(SMALL + ["--recovery", "in-job", "--replica-groups", "2", "--heal-s", "120"]) == 0
+    out = capsys.readouterr().out
+    assert "in-job recovery: 2 replica groups of 512 devices" in out
+    assert "closed form    goodput" in out and "two groups away stop the job" in out
+    assert "degraded" in out and "job restarts" in out
+
+
+def test_cli_a_list_of_group_counts_sweeps_them_beside_restart(capsys):
+    args = SMALL + ["--recovery", "in-job", "--replica-groups", "2,8,64", "--heal-s", "120"]
+    assert cli_theory.main(args + ["--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [r["label"] for r in rows] == ["restart", "2 groups", "8 groups", "64 groups"]
+    goodputs = [r["goodput_mean"] for r in rows]
+    assert goodputs == sorted(goodputs)  # every split helps: 1 failure an hour, 7 minutes away
+    # the closed form's column (held to the simulator in tests/test_in_job.py): one per row, its regime named
+    assert [r["closed_form_regime"] for r in rows] == ["restart", "two-away", "stationary", "stationary"]
+    assert all(abs(r["goodput_mean"] - r["closed_form_goodput"]) < 0.02 for r in rows)
+    assert rows[3]["job_restarts_mean"] == 0  # 64 groups: never all away at once
+    assert rows[0]["share_degraded"] == 0 and rows[1]["share_degraded"] > rows[2]["share_degraded"] > 0
+    assert cli_theory.main(args) == 0
+    out = capsys.readouterr().out
+    assert "closed form" in out and "64 groups" in out and "restart " in out

@@ -1,5 +1,5 @@
 """Altair charts, one module per subject: runs, theory, cluster, checkpoints, durability, pipeline, recovery,
-efficiency, serving, scaling, capstone; restarts (chapter 6).
+efficiency, serving, scaling, capstone; restarts (chapter 6); in_job (in-job recovery at scale).
 
 Every chart is a plain function returning an Altair chart built from tidy rows, so a
 widget redraws it by assigning ``JupyterChart.chart``. In a notebook call
@@ -12,8 +12,8 @@ places that run no kernel. The run charts (:func:`timeline`, :func:`breakdown`,
 from __future__ import annotations
 
 from . import (
-    capstone, checkpoints, cluster, durability, efficiency, figures, pipeline, recovery, restarts, runs, scaling, serving,
-    theory,
+    capstone, checkpoints, cluster, durability, efficiency, figures, in_job, pipeline, recovery, restarts, runs, scaling,
+    serving, theory,
 )
 from .base import CATEGORY_SCALE, save_png, setup_notebook
 from .runs import breakdown, loss_curve, timeline
@@ -27,6 +27,7 @@ __all__ = [
     "durability",
     "efficiency",
     "figures",
+    "in_job",
     "loss_curve",
     "pipeline",
     "recovery",

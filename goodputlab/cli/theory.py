@@ -50,6 +50,15 @@ FLAGS: dict[str, str] = {
     "data_stall_fraction": "--data-stall-fraction",
     "trials": "--trials",
     "seed": "--seed",
+    "recovery": "--recovery",
+    "replica_groups": "--replica-groups",
+    "min_groups": "--min-groups",
+    "heal_s": "--heal-s",
+    "failure_dist": "--failure-dist",
+    "failure_shape": "--weibull-shape",
+    "weibull_shape": "--weibull-shape",
+    "domain_size": "--domain-size",
+    "domain_share": "--domain-share",
 }
 
 #: What the two goodput columns of ``optimal`` mean, printed under its table.
@@ -74,6 +83,13 @@ examples:
   goodputlab simulate --devices 1024 --device-mtbf-h 20000 --days 30 --interval-min 30 \\
       --save-s 120 --save-blocking-s 5 --restart-s 600 --hot-spares 8 --spare-restart-s 60 --json
       asynchronous saves (5 s of each 120 s blocks) and 8 hot spares, as JSON
+  goodputlab simulate --devices 16384 --device-mtbf-h 45566 --days 54 --interval-min 10 \
+      --save-s 60 --save-blocking-s 5 --restore-s 60 --restart-s 300 \
+      --recovery in-job --heal-s 60 --replica-groups 2,4,8,16,64
+      in-job recovery (torchft): goodput against the number of replica groups, and restart beside it
+  goodputlab simulate --devices 1024 --device-mtbf-h 20000 --days 30 --interval-min 30 --save-s 60 \
+      --restart-s 600 --failure-dist weibull --weibull-shape 0.7 --domain-size 8 --domain-share 0.3
+      failures that cluster after restarts, and 30% of device losses taking a host of 8 at once
 """
 
 
@@ -154,6 +170,7 @@ def _register_simulate(subparsers: argparse._SubParsersAction) -> None:
     _add(sim, "--hot-spares", "N", "failures absorbed by warm spares (default 0)", default="0")
     _add(sim, "--spare-restart-s", "SECONDS", "restart seconds while spares last (required with --hot-spares)", default=None)
     _add(sim, "--data-stall-fraction", "SHARE", "share of compute spent waiting for data, 0 to 1 (default 0)", default="0")
+    _add_failure_and_recovery_flags(sim)
     sim.add_argument("--json", action="store_true", help="print a JSON object (the configuration and the results)")
     sim.set_defaults(func=run_simulate)
 
@@ -165,6 +182,27 @@ def save_warning(save_s: float, mtbf_s: float) -> str | None:
     return (f"a save ({_secs(save_s)}) costs more than the MTBF ({_secs(mtbf_s)}): most saves would be cut short by a "
             "failure, so no interval helps much (Young's and Daly's formulas assume a save far shorter than the MTBF); "
             "make saves cheaper (--ckpt async or memory in a run) or the job's MTBF longer")
+
+
+def _add_failure_and_recovery_flags(sim: argparse.ArgumentParser) -> None:
+    """The flags of failure laws, failure domains and in-job recovery (docs/IN_JOB_RECOVERY.md)."""
+    _add(sim, "--failure-dist", "LAW", "time between the job's failures: poisson (default) or weibull "
+         "(the clock restarts at each failure; needs --weibull-shape)", default="poisson")
+    _add(sim, "--weibull-shape", "K", "Weibull shape, 0.2 to 5: below 1 failures cluster after restarts, "
+         "1 is Poisson (only with --failure-dist weibull)", default=None)
+    _add(sim, "--domain-size", "N", "devices one failure can take at once (a host, a switch), dividing --devices "
+         "(default 1)", default="1")
+    _add(sim, "--domain-share", "SHARE", "share of device losses that take a whole domain, 0 to 1 "
+         "(default 1; only with --domain-size > 1)", default=None)
+    _add(sim, "--recovery", "MODE", "restart (default): a failure restarts the whole job from its last checkpoint; "
+         "in-job: the failed replica group relaunches and heals from a peer while the others train on (torchft)",
+         default="restart")
+    _add(sim, "--replica-groups", "G[,G...]", "replica groups of equal size (only with --recovery in-job); "
+         "a list such as 2,4,8 prints goodput against the number of groups, beside restart (default 1)", default=None)
+    _add(sim, "--min-groups", "N", "the fewest replica groups the job trains on; below it the whole job "
+         "restarts from its checkpoint (default 1; only with --recovery in-job)", default=None)
+    _add(sim, "--heal-s", "SECONDS", "seconds a relaunched group takes to fetch the live state from a peer "
+         "(required with --recovery in-job)", default=None)
 
 
 def run_optimal(args: argparse.Namespace) -> int:
@@ -210,7 +248,10 @@ def _optima(save: float, restart: float, mtbf: float) -> dict[str, dict[str, Any
 
 def run_simulate(args: argparse.Namespace) -> int:
     """Run the simulator from command-line units; print a table or JSON."""
-    config = _sim_config(args)
+    groups = _replica_groups(args)
+    config = _sim_config(args, groups[0])
+    if len(groups) > 1:
+        return _print_group_sweep(config, groups, args.json)
     result = simulate(config, tqdm=sys.stderr.isatty())  # a progress bar only where someone watches
     if args.json:
         print(result.to_json(indent=2))
@@ -220,8 +261,15 @@ def run_simulate(args: argparse.Namespace) -> int:
         f"(job MTBF {_secs(config.job_mtbf_s)}), {float(args.days):g} days, "
         f"checkpoint every {_secs(config.interval_s)}, {config.trials:,} trials"
     )
+    for line in _failure_lines(config):
+        print(line)
     print(f"goodput        mean {result.goodput_mean:.4f}   p5 {result.goodput_p5:.4f}   p95 {result.goodput_p95:.4f}")
     print(f"interruptions  mean {result.interruptions_mean:.1f}   (expected {config.expected_failures:.1f})")
+    if config.recovery == "in-job" or config.domain_size > 1:
+        print(f"job restarts   mean {result.job_restarts_mean:.1f}   devices lost mean {result.devices_lost_mean:.1f}")
+    model = _closed_form(config)
+    if model is not None and config.recovery == "in-job":
+        print(f"closed form    goodput {model.goodput:.4f}   ({theory.in_job.REGIMES[model.regime]})")
     print()
     print(f"{'category':<20}{'seconds':>14}{'hours':>10}{'share':>9}")
     buckets = result.buckets
@@ -233,7 +281,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sim_config(args: argparse.Namespace) -> SimConfig:
+def _sim_config(args: argparse.Namespace, replica_groups: int = 1) -> SimConfig:
     """The :class:`SimConfig` the flags describe; errors name the flag and echo its text."""
     # Flags in hours, days and minutes are checked in those units, so the
     # error repeats what the user typed.
@@ -260,7 +308,124 @@ def _sim_config(args: argparse.Namespace) -> SimConfig:
     }
     for field in ("save_s", "save_blocking_s", "restore_s", "restart_s", "startup_s", "spare_restart_s"):
         values[field] = _value(args, field, _SECONDS)
+    values.update(_failure_and_recovery_values(args, replica_groups))
     return SimConfig(**values)
+
+
+_RECOVERIES = ("restart", "in-job")
+_LAWS = ("poisson", "weibull")
+
+
+def _replica_groups(args: argparse.Namespace) -> list[int]:
+    """``--replica-groups`` as a list of group counts (``[1]`` when not given); one line if unreadable."""
+    allowed = "a whole number of replica groups >= 1, or a comma-separated list of them such as 2,4,8"
+    text = args.replica_groups
+    if text is None:
+        return [1]
+    try:
+        groups = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise UnreadableValue("replica_groups", text, allowed) from None
+    if any(g < 1 for g in groups):
+        raise ConfigError("replica_groups", text, allowed)
+    if len(set(groups)) != len(groups):
+        raise ConfigError("replica_groups", text, allowed + ", each once")
+    if args.recovery != "in-job":
+        raise ConfigError("replica_groups", text, "only with --recovery in-job (in-job recovery works group by group)")
+    return groups
+
+
+def _failure_and_recovery_values(args: argparse.Namespace, replica_groups: int) -> dict[str, Any]:
+    """The SimConfig fields of ``--failure-dist`` to ``--heal-s``, with the rules between the flags."""
+    if args.failure_dist not in _LAWS:
+        raise ConfigError("failure_dist", args.failure_dist, "one of " + ", ".join(_LAWS))
+    weibull = args.failure_dist == "weibull"
+    if weibull and args.weibull_shape is None:
+        raise ConfigError("failure_dist", args.failure_dist, "weibull only with --weibull-shape K (its shape, 0.2 to 5)")
+    if not weibull and args.weibull_shape is not None:
+        raise ConfigError("weibull_shape", args.weibull_shape, "only with --failure-dist weibull")
+    if args.recovery not in _RECOVERIES:
+        raise ConfigError("recovery", args.recovery, "one of " + ", ".join(_RECOVERIES))
+    in_job = args.recovery == "in-job"
+    if in_job and args.heal_s is None:
+        raise ConfigError("heal_s", None, "the seconds a relaunched group takes to fetch the live state from a peer "
+                                          "(required with --recovery in-job)")
+    for flag in ("heal_s", "min_groups"):
+        if not in_job and getattr(args, flag) is not None:
+            raise ConfigError(flag, getattr(args, flag), "only with --recovery in-job")
+    domain_size = _value(args, "domain_size", _AT_LEAST_ONE)
+    if args.domain_share is not None and domain_size == 1:
+        raise ConfigError("domain_share", args.domain_share, "only with --domain-size > 1 (a domain of one device is no domain)")
+    shape = _value(args, "weibull_shape", _Reader(float, "a finite number between 0.2 and 5 (the Weibull shape of the time "
+                                                         "between failures: 1 is Poisson)"))
+    values = {
+        "failure_shape": 1.0 if shape is None else shape,
+        "domain_size": domain_size,
+        "domain_share": 1.0 if args.domain_share is None else _value(args, "domain_share", _Reader(float, "a share between 0 and 1 of device losses that take a whole domain")),
+        "recovery": args.recovery,
+        "replica_groups": replica_groups,
+        "min_groups": 1 if args.min_groups is None else _value(args, "min_groups", _AT_LEAST_ONE),
+        "heal_s": _value(args, "heal_s", _SECONDS),
+    }
+    return values
+
+
+def _failure_lines(config: SimConfig) -> list[str]:
+    """What the table's header says about failure laws, domains and replica groups (nothing for the defaults)."""
+    lines = []
+    if config.failure_shape != 1.0:
+        lines.append(f"failures: Weibull, shape {config.failure_shape:g} (the clock restarts at each failure)")
+    if config.domain_size > 1:
+        lines.append(
+            f"failure domains of {config.domain_size:,} devices take {config.domain_share:.0%} of device losses: "
+            f"{config.expected_failures:,.1f} events expected"
+        )
+    if config.recovery == "in-job":
+        lines.append(
+            f"in-job recovery: {config.replica_groups:,} replica groups of {config.group_devices:,} devices, "
+            f"heal {_secs(config.heal_s)}, the job restarts below {config.min_groups} group(s)"
+        )
+    return lines
+
+
+def _closed_form(config: SimConfig) -> Any:
+    """:func:`goodputlab.theory.in_job.predict` where the closed form covers ``config``, else ``None``."""
+    if config.failure_shape != 1.0 or config.domain_size > 1 or config.hot_spares > 0 or math.isinf(config.job_mtbf_s):
+        return None
+    return theory.in_job.predict(config)
+
+
+def _print_group_sweep(config: SimConfig, groups: list[int], as_json: bool) -> int:
+    """Goodput against the number of replica groups, restart beside it: a table or JSON."""
+    results = theory.sweep_replica_groups(config, groups)
+    rows = theory.sweep_rows(results)
+    for row, result in zip(rows, results):
+        model = _closed_form(result.config)
+        row["closed_form_goodput"] = None if model is None else model.goodput
+        row["closed_form_regime"] = None if model is None else model.regime
+    if as_json:
+        print(json.dumps({"config": config.to_dict(), "rows": rows}, indent=2))
+        return 0
+    print(
+        f"{config.devices:,} devices, job MTBF {_secs(config.job_mtbf_s)}, {config.duration_s / 86400:g} days, "
+        f"checkpoint every {_secs(config.interval_s)}, heal {_secs(config.heal_s)}, {config.trials:,} trials"
+    )
+    for line in _failure_lines(config)[:-1]:
+        print(line)
+    print(f"{'recovery':<12}{'devices/group':>14}{'goodput':>9}{'+-':>8}{'p5':>8}{'job restarts':>13}"
+          f"{'degraded':>10}{'heal':>8}{'lost':>8}{'restart':>9}{'closed form':>12}")
+    for row, result in zip(rows, results):
+        heal = row["share_checkpoint_restore"] if row["recovery"] == "in-job" else 0.0
+        model = "" if row["closed_form_goodput"] is None else f"{row['closed_form_goodput']:.4f}"
+        print(
+            f"{row['label']:<12}{result.config.group_devices:>14,}{row['goodput_mean']:>9.4f}"
+            f"{2 * row['goodput_stderr']:>8.4f}{row['goodput_p5']:>8.4f}{row['job_restarts_mean']:>13.1f}"
+            f"{row['share_degraded']:>10.2%}{heal:>8.2%}{row['share_lost_work']:>8.2%}{row['share_restart']:>9.2%}{model:>12}"
+        )
+    print()
+    print("+- two standard errors of the mean goodput; degraded, heal, lost and restart are shares of the wall time")
+    print("(heal: the in-job rows' checkpoint_restore, a relaunched group fetching the live state from a peer)")
+    return 0
 
 
 def _secs(seconds: float) -> str:

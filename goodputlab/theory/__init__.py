@@ -9,7 +9,9 @@ What lives here, each a module:
   :func:`replay_run`, the optimal interval in steps;
 - :mod:`~goodputlab.theory.cluster`: clusters of independent devices, Llama 3's
   public figures and the worked example;
-- :mod:`~goodputlab.theory.simulator`: the cluster-scale Monte Carlo simulator;
+- :mod:`~goodputlab.theory.simulator`: the cluster-scale Monte Carlo simulator
+  (:mod:`~goodputlab.theory.in_job_sim` its in-job recovery, :mod:`~goodputlab.theory.sim_cycle`
+  the checkpoint cycle both recovery models book);
 - :mod:`~goodputlab.theory.scaling`: what more ranks do to failures, stragglers and
   sharded saves, reached as ``theory.scaling``;
 - :mod:`~goodputlab.theory.data_stall`: the input pipeline's stall model (steady
@@ -27,6 +29,8 @@ Reached as namespaces (``gl.theory.renewal.periodic_goodput``), their names not 
   takes with it, a storage copy every k-th save (exact chain, Monte Carlo);
 - :mod:`~goodputlab.theory.recovery_at_scale`: detection, hot spares, failure
   domains, the wall-clock timer against the progress policy;
+- :mod:`~goodputlab.theory.in_job`: in-job recovery (replica groups that heal from a
+  peer while the rest train on): its expected goodput, exact where it can be;
 - :mod:`~goodputlab.theory.checkpoint_cost`: bytes per parameter, sharding and
   bandwidth: the save and restore cost of a real model;
 - :mod:`~goodputlab.theory.capstone`: every lever in one model of a cluster.
@@ -39,7 +43,9 @@ set real runs beside these models.
 
 from __future__ import annotations
 
-from . import capstone, checkpoint_cost, checkpoint_tiers, data_stall, frame, recovery_at_scale, renewal, scaling
+from . import (
+    capstone, checkpoint_cost, checkpoint_tiers, data_stall, frame, in_job, recovery_at_scale, renewal, scaling,
+)
 from .closed_forms import (
     daly_expected_wall_time,
     daly_goodput,
@@ -78,7 +84,7 @@ from .lab_model import (
 )
 from .lab_replay import replay_run
 from .sim_config import SimConfig, SimResult
-from .simulator import simulate
+from .simulator import simulate, sweep_replica_groups, sweep_rows
 from .units import SECONDS_PER_DAY, SECONDS_PER_HOUR, compact_duration, human_duration
 
 __all__ = [
@@ -114,6 +120,7 @@ __all__ = [
     "expected_goodput",
     "frame",
     "human_duration",
+    "in_job",
     "llama3_cause_table",
     "llama3_cost_grid",
     "llama3_mtbf_s",
@@ -126,6 +133,8 @@ __all__ = [
     "renewal",
     "replay_run",
     "simulate",
+    "sweep_replica_groups",
+    "sweep_rows",
     "textbook_goodput",
     "young_interval",
 ]

@@ -21,6 +21,11 @@ from ..errors import check
 # run takes minutes; such a job would be all restarts anyway.
 MAX_EXPECTED_FAILURES_PER_TRIAL = 1_000_000
 
+#: How a job recovers from a failure (``SimConfig.recovery``): ``restart``, the whole job restarts
+#: from its last checkpoint; ``in-job``, the failed replica group relaunches and heals from a peer
+#: while the others train on (torchft), see :mod:`goodputlab.theory.in_job_sim`.
+RECOVERY_MODES = ("restart", "in-job")
+
 
 @dataclass(frozen=True)
 class SimConfig:
@@ -57,6 +62,23 @@ class SimConfig:
     (:mod:`goodputlab.theory.scaling`); the wait is booked ``straggler_wait``,
     a share of the compute that is not data stall; ``trials`` independent
     runs; ``seed``.
+
+    In-job recovery (docs/IN_JOB_RECOVERY.md): ``recovery`` is ``"restart"``
+    (every failure restarts the whole job from its last checkpoint) or
+    ``"in-job"``: the devices form ``replica_groups`` equal groups, each a
+    whole replica of the model (torchft's replica groups); a failure takes its
+    group out for a relaunch (``restart_s``, or ``spare_restart_s`` while hot
+    spares last) and a heal (``heal_s``: fetching the live state from a
+    healthy peer) while the other groups train on, and the job as a whole
+    stops and restarts from its last checkpoint only when fewer than
+    ``min_groups`` groups are left. ``replica_groups=1`` (or ``min_groups =
+    replica_groups``) is exactly ``"restart"``.
+
+    Failure domains: ``domain_size`` devices (a host, a switch) that a single
+    event can take at once, in contiguous blocks; a share ``domain_share`` of
+    device losses comes as such events and the rest one device at a time,
+    each device still lost once per ``device_mtbf_s`` on average, so the job
+    sees fewer, larger events (:func:`goodputlab.theory.recovery_at_scale.domain_interruption_rate`).
     """
 
     devices: int
@@ -80,11 +102,18 @@ class SimConfig:
     straggler_devices: int | None = None
     trials: int = 1000
     seed: int = 0
+    recovery: str = "restart"
+    replica_groups: int = 1
+    min_groups: int = 1
+    heal_s: float | None = None
+    domain_size: int = 1
+    domain_share: float = 1.0
 
     def __post_init__(self) -> None:
         validate.whole("devices", self.devices, 1)
         validate.seconds("duration_s", self.duration_s, positive=True)
         validate.seconds("interval_s", self.interval_s, positive=True)
+        self._check_domains()  # before the failure source: the failure rate depends on them
         self._check_failure_source()
         for name in ("save_s", "restore_s", "restart_s", "startup_s"):
             validate.seconds(name, getattr(self, name))
@@ -108,6 +137,31 @@ class SimConfig:
                            note="None: every device may straggle")
         validate.whole("trials", self.trials, 1)
         validate.whole("seed", self.seed, 0)
+        self._check_in_job()
+
+    def _check_in_job(self) -> None:
+        """The in-job recovery fields, and the rules between them."""
+        validate.choice("recovery", self.recovery, RECOVERY_MODES)
+        groups = validate.whole("replica_groups", self.replica_groups, 1, self.devices,
+                                note="each a whole replica of the model; at most one per device")
+        check(self.devices % groups == 0, "replica_groups", groups,
+              f"a number of replica groups that divides the {self.devices:,} devices into equal groups")
+        in_job = self.recovery == "in-job"
+        check(in_job or groups == 1, "replica_groups", groups, "1 unless recovery='in-job' (groups recover on their own only in-job)")
+        validate.whole("min_groups", self.min_groups, 1, groups, note="the fewest replica groups the job trains on")
+        if in_job:
+            check(self.heal_s is not None, "heal_s", None, "the seconds a relaunched group takes to fetch the live state from a peer (needed with recovery='in-job')")
+            validate.seconds("heal_s", self.heal_s)
+        else:
+            check(self.heal_s is None, "heal_s", self.heal_s, "None unless recovery='in-job' (a whole-job restart loads a checkpoint: restore_s)")
+
+    def _check_domains(self) -> None:
+        size = validate.whole("domain_size", self.domain_size, 1, self.devices, note="devices a single failure can take at once")
+        check(self.devices % size == 0, "domain_size", size, f"a domain size that divides the {self.devices:,} devices into whole domains")
+        validate.number("domain_share", self.domain_share, 0, 1, allowed="a share between 0 and 1 of device losses that take a whole domain")
+        check(size > 1 or self.domain_share == 1.0, "domain_share", self.domain_share, "1 (the default) unless domain_size > 1")
+        check(self.failure_causes is None or size == 1, "domain_size", size,
+              "1 with a cause table (its counts are interruptions already, whatever each took)")
 
     def _check_failure_source(self) -> None:
         has_mtbf = self.device_mtbf_s is not None
@@ -161,12 +215,48 @@ class SimConfig:
 
     @property
     def failure_rate_per_s(self) -> float:
-        """Job-level failure rate (failures per second of wall time)."""
+        """Job-level failure rate (failure events per second of wall time).
+
+        With failure domains it is the rate of events, each taking one device
+        or a whole domain: ``N / M * ((1 - c) + c / d)``
+        (:func:`goodputlab.theory.recovery_at_scale.domain_interruption_rate`).
+        """
         if self.failure_causes is not None:
             total = float(sum(count for _, count in self.failure_causes))
             per_device = total / (self.causes_reference_devices * self.causes_reference_s)
             return self.devices * per_device
-        return self.devices / self.device_mtbf_s
+        if self.domain_size == 1:
+            return self.devices / self.device_mtbf_s
+        c, d = self.domain_share, self.domain_size
+        return self.devices / self.device_mtbf_s * ((1.0 - c) + c / d)
+
+    @property
+    def domain_event_share(self) -> float:
+        """Share of failure events that take a whole domain (0 without domains)."""
+        if self.domain_size == 1:
+            return 0.0
+        c, d = self.domain_share, self.domain_size
+        return (c / d) / ((1.0 - c) + c / d)
+
+    @property
+    def group_devices(self) -> int:
+        """Devices in each replica group."""
+        return self.devices // self.replica_groups
+
+    @property
+    def groups_to_stop(self) -> int:
+        """How many replica groups down at once stop the whole job: ``replica_groups - min_groups + 1``."""
+        return self.replica_groups - self.min_groups + 1
+
+    @property
+    def recovers_in_job(self) -> bool:
+        """True when a failure can leave the job training (in-job recovery with a group to spare).
+
+        ``False`` for ``recovery="restart"`` and for the in-job settings in which
+        every failure stops the job (one group, or ``min_groups = replica_groups``):
+        those are the restart model exactly, and simulated by it.
+        """
+        return self.recovery == "in-job" and self.groups_to_stop > 1
 
     @property
     def job_mtbf_s(self) -> float:
@@ -208,9 +298,15 @@ class SimResult:
     """Outcome of :func:`simulate`: per-trial arrays and their summaries.
 
     ``goodput``: productive seconds / ``duration_s`` per trial. ``interruptions``:
-    failures per trial. ``buckets_per_trial``: seconds per ledger category
+    failures per trial (failure events: one that took a whole domain counts
+    once). ``buckets_per_trial``: seconds per ledger category
     per trial (each trial's buckets sum to ``duration_s``). ``cause_counts``:
     failures per cause per trial (empty without a cause table).
+    ``job_restarts``: per trial, the failures that stopped the whole job (every
+    failure with ``recovery="restart"``; with in-job recovery the ones that
+    left fewer than ``min_groups`` groups, or struck while the job restarted).
+    ``devices_lost``: per trial, devices the failures took (more than the
+    failures with failure domains).
     """
 
     config: SimConfig
@@ -218,6 +314,14 @@ class SimResult:
     interruptions: np.ndarray
     buckets_per_trial: dict[str, np.ndarray]
     cause_counts: dict[str, np.ndarray] = field(default_factory=dict)
+    job_restarts: np.ndarray | None = None
+    devices_lost: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.job_restarts is None:  # the restart model: every failure restarts the job
+            self.job_restarts = self.interruptions
+        if self.devices_lost is None:  # one device per failure
+            self.devices_lost = self.interruptions
 
     @property
     def goodput_mean(self) -> float:
@@ -245,6 +349,16 @@ class SimResult:
     def interruptions_mean(self) -> float:
         """Mean number of failures per trial."""
         return float(np.mean(self.interruptions))
+
+    @property
+    def job_restarts_mean(self) -> float:
+        """Mean number of whole-job restarts per trial."""
+        return float(np.mean(self.job_restarts))
+
+    @property
+    def devices_lost_mean(self) -> float:
+        """Mean number of devices lost per trial."""
+        return float(np.mean(self.devices_lost))
 
     @property
     def buckets(self) -> dict[str, float]:
@@ -276,13 +390,17 @@ class SimResult:
 
     def to_dict(self) -> dict:
         """Summary as plain Python: ``config`` (the simulated job, :meth:`SimConfig.to_dict`),
-        ``goodput_mean, goodput_p5, goodput_p95, interruptions_mean, buckets`` (mean seconds per category)."""
+        ``goodput_mean, goodput_stderr, goodput_p5, goodput_p95, interruptions_mean,
+        job_restarts_mean, devices_lost_mean, buckets`` (mean seconds per category)."""
         return {
             "config": self.config.to_dict(),
             "goodput_mean": self.goodput_mean,
+            "goodput_stderr": None if math.isnan(self.goodput_stderr) else self.goodput_stderr,
             "goodput_p5": self.goodput_p5,
             "goodput_p95": self.goodput_p95,
             "interruptions_mean": self.interruptions_mean,
+            "job_restarts_mean": self.job_restarts_mean,
+            "devices_lost_mean": self.devices_lost_mean,
             "buckets": self.buckets,
         }
 

@@ -27,6 +27,17 @@ The job's timeline, all times in seconds of wall clock::
   (``save_blocking_s < save_s``) blocks for ``save_blocking_s`` (taking a
   snapshot), then persists in the background for ``save_s``; it is durable
   only then, and the next save waits for it if it is still running.
+- Failure domains (``domain_size``, ``domain_share``): an event may take a
+  whole domain of devices at once; the job stops once per event, so it sees
+  fewer, larger interruptions
+  (:func:`goodputlab.theory.recovery_at_scale.domain_interruption_rate`), and
+  ``devices_lost`` counts what they took.
+- In-job recovery (``recovery="in-job"``, ``replica_groups``): a failure takes
+  one replica group out while the others train on, and only a failure that
+  leaves fewer than ``min_groups`` groups stops the job. That model is
+  :mod:`goodputlab.theory.in_job_sim`; the settings in which every failure
+  stops the job anyway (one group, ``min_groups = replica_groups``) run the
+  restart model below, with the same draws.
 
 Because the failure clock restarts at every failure (memoryless Poisson
 failures, or a renewal process), the job between two failures (an *up period*)
@@ -38,8 +49,9 @@ arithmetic: vectorised over trials and failures, no Python loop per event.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -54,50 +66,15 @@ from ..categories import (
     STARTUP,
     STRAGGLER_WAIT,
 )
+from .in_job_sim import InJobTrials
 from .sim_config import SimConfig, SimResult
+from .sim_cycle import compute_and_durable, cycle_shape, failure_gaps
 
 # Up to this many (trial, failure) cells are processed per chunk (~8 MB per array).
 _CELLS_PER_CHUNK = 1_000_000
 
 # ---------------------------------------------------------------------------
 # the simulation
-
-
-def _cycle_shape(config: SimConfig) -> tuple[float, float, float]:
-    """Timing of the checkpoint cycle within an up period, in seconds.
-
-    Returns ``(first_cycle, later_cycle, durable_lag)``: the first cycle after
-    (re)start is ``tau + blocking``; later ones add the wait for the previous
-    async persist, ``max(0, save_s - tau)``; a checkpoint is durable
-    ``durable_lag`` seconds after its blocking part ends (0 for sync saves,
-    ``save_s`` for async).
-    """
-    tau, blocking = config.interval_s, config.blocking_save_s
-    if not config.is_async:
-        return tau + blocking, tau + blocking, 0.0
-    wait_for_previous = max(0.0, config.save_s - tau)
-    return tau + blocking, tau + wait_for_previous + blocking, config.save_s
-
-
-def _compute_and_durable(train_s: np.ndarray, config: SimConfig) -> tuple[np.ndarray, np.ndarray]:
-    """For ``train_s`` seconds of training since a (re)start: compute seconds done,
-    and compute seconds covered by durable checkpoints."""
-    tau = config.interval_s
-    first, later, lag = _cycle_shape(config)
-    after_first = np.maximum(train_s - first, 0.0)
-    full_later = np.floor(after_first / later)
-    into_cycle = after_first - full_later * later
-    compute = np.where(
-        train_s < first,
-        np.minimum(train_s, tau),
-        tau + full_later * tau + np.minimum(into_cycle, tau),
-    )
-    durable_count = np.where(
-        train_s < first + lag,
-        0.0,
-        np.floor(np.maximum(train_s - first - lag, 0.0) / later) + 1.0,
-    )
-    return compute, durable_count * tau
 
 
 def _restart_schedule(config: SimConfig) -> Callable[[np.ndarray], np.ndarray]:
@@ -133,8 +110,16 @@ def simulate(
     ``tqdm.auto`` bar instead or as well. Both are off by default.
     """
     rng = np.random.default_rng(config.seed)
-    trials = _Trials(config)
-    columns = _chunk_columns(config)
+    if config.recovers_in_job:
+        trials = InJobTrials(config)
+        advance = trials.advance
+    else:  # restart from a checkpoint (also in-job recovery that no failure can leave training)
+        trials = _Trials(config)
+        columns = _chunk_columns(config)
+
+        def advance(rng: np.random.Generator) -> None:
+            trials.book(_up_periods(config, trials, rng, columns), rng)
+
     bar = None
     if tqdm:
         from tqdm.auto import tqdm as tqdm_bar
@@ -142,8 +127,7 @@ def simulate(
         bar = tqdm_bar(total=100, unit="%", desc="simulate")
     reported = 0.0
     while trials.active.size:
-        periods = _up_periods(config, trials, rng, columns)
-        trials.book(periods, rng)
+        advance(rng)
         if progress is not None or bar is not None:
             done = float(np.mean(np.minimum(trials.period_start, config.duration_s)) / config.duration_s)
             if progress is not None:
@@ -154,6 +138,47 @@ def simulate(
     if bar is not None:
         bar.close()
     return trials.result()
+
+
+def sweep_replica_groups(config: SimConfig, groups: Sequence[int]) -> list[SimResult]:
+    """Simulate ``config`` once restarting from checkpoints and once per replica-group count.
+
+    Returns the results in order: the restart model first (``recovery="restart"``,
+    one group), then in-job recovery with each of ``groups`` (the settings of
+    ``config`` otherwise, its ``heal_s`` and ``min_groups`` included; the same seed).
+    """
+    restart = dataclasses.replace(config, recovery="restart", replica_groups=1, min_groups=1, heal_s=None)
+    results = [simulate(restart)]
+    for g in groups:
+        results.append(simulate(dataclasses.replace(config, recovery="in-job", replica_groups=g)))
+    return results
+
+
+def sweep_rows(results: Sequence[SimResult]) -> list[dict]:
+    """Tidy rows of :func:`sweep_replica_groups`'s results, one per simulated job.
+
+    Each row: ``recovery``, ``replica_groups``, ``label`` (``"restart"`` or ``"G groups"``),
+    ``goodput_mean``, ``goodput_stderr``, ``goodput_p5``, ``goodput_p95``,
+    ``interruptions_mean``, ``job_restarts_mean``, and the mean share of the wall time
+    of every ledger category (``share_<category>``).
+    """
+    rows = []
+    for r in results:
+        c = r.config
+        row = {
+            "recovery": c.recovery,
+            "replica_groups": c.replica_groups,
+            "label": "restart" if c.recovery == "restart" else f"{c.replica_groups} groups",
+            "goodput_mean": r.goodput_mean,
+            "goodput_stderr": r.goodput_stderr,
+            "goodput_p5": r.goodput_p5,
+            "goodput_p95": r.goodput_p95,
+            "interruptions_mean": r.interruptions_mean,
+            "job_restarts_mean": r.job_restarts_mean,
+        }
+        row.update({f"share_{k}": v / c.duration_s for k, v in r.buckets.items()})
+        rows.append(row)
+    return rows
 
 
 class _UpPeriods(NamedTuple):
@@ -172,14 +197,7 @@ def _up_periods(config: SimConfig, trials: _Trials, rng: np.random.Generator, co
     """Draw the next ``columns`` failure gaps of every active trial and split each up period into phases."""
     active, duration = trials.active, config.duration_s
     n = active.size
-    if math.isinf(config.job_mtbf_s):
-        gaps = np.full((n, columns), math.inf)
-    elif config.failure_shape == 1.0:
-        gaps = rng.standard_exponential((n, columns)) * config.job_mtbf_s
-    else:  # a renewal process: Weibull gaps with the same mean
-        gaps = rng.weibull(config.failure_shape, (n, columns)) * (
-            config.job_mtbf_s / math.gamma(1.0 + 1.0 / config.failure_shape)
-        )
+    gaps = failure_gaps(config, rng, (n, columns))
     ends = trials.period_start[active, None] + np.cumsum(gaps, axis=1)
     # Each period starts where the previous one ended, so the lengths
     # telescope exactly to the wall time (ledger closure).
@@ -224,6 +242,7 @@ class _Trials:
         self.totals = {c: np.zeros(trials) for c in CATEGORIES}
         self.interruptions = np.zeros(trials, dtype=np.int64)
         self.cause_counts = np.zeros((trials, len(config.cause_names)), dtype=np.int64)
+        self.devices_lost = np.zeros(trials, dtype=np.int64)
         self.cause_shares = None
         if config.failure_causes is not None:
             counts = np.array([count for _, count in config.failure_causes], dtype=float)
@@ -233,13 +252,13 @@ class _Trials:
         self.has_checkpoint = np.zeros(trials, dtype=bool)  # a durable checkpoint exists
         self.periods_done = 0  # up periods booked so far; the same for every active trial
         self.restart_at = _restart_schedule(config)
-        first_cycle, _, durable_lag = _cycle_shape(config)
+        first_cycle, _, durable_lag = cycle_shape(config)
         self.first_durable_at = first_cycle + durable_lag  # training seconds until a period's first durable checkpoint
 
     def book(self, p: _UpPeriods, rng: np.random.Generator) -> None:
         """Book a chunk of up periods into the totals and move the active trials on."""
         config, rows = self.config, self.active  # the trials this chunk's rows belong to
-        compute, durable = _compute_and_durable(p.train, config)
+        compute, durable = compute_and_durable(p.train, config)
         # A failure rolls back to the last durable checkpoint; at the job's end
         # nothing is rolled back, so all compute counts.
         kept = np.where(p.failed, durable, compute)
@@ -263,10 +282,27 @@ class _Trials:
             flat = (np.arange(n)[:, None] * k + causes)[p.failed]
             self.cause_counts[rows] += np.bincount(flat, minlength=n * k).reshape(n, -1)
 
+        self.devices_lost[rows] += self._devices_taken(p.failed, rng)
+
         self.has_checkpoint[rows] |= p.ever[:, -1]
         self.period_start[rows] = p.ends[:, -1]
         self.periods_done += p.ends.shape[1]
         self.active = rows[p.ends[:, -1] < config.duration_s]
+
+    def _devices_taken(self, failed: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Devices the chunk's failures took, per row: one each, or a whole domain for a domain event.
+
+        Draws only when some events take a domain and some do not, so a job
+        without failure domains draws exactly what it always did.
+        """
+        config = self.config
+        share = config.domain_event_share
+        if share == 0.0:
+            return failed.sum(axis=1)
+        if share == 1.0:
+            return failed.sum(axis=1) * config.domain_size
+        takes_domain = rng.random(failed.shape) < share
+        return np.where(failed, np.where(takes_domain, config.domain_size, 1), 0).sum(axis=1)
 
     def result(self) -> SimResult:
         config = self.config
@@ -276,4 +312,5 @@ class _Trials:
             interruptions=self.interruptions,
             buckets_per_trial=self.totals,
             cause_counts={name: self.cause_counts[:, k] for k, name in enumerate(config.cause_names)},
+            devices_lost=self.devices_lost,
         )

@@ -1,0 +1,96 @@
+"""Charts of in-job recovery at scale: goodput against the number of replica groups, and where the rest went.
+
+Plain functions returning Altair charts built from the tidy rows of
+:func:`goodputlab.theory.sweep_rows` (one row per simulated job: restart from a
+checkpoint first, then in-job recovery with each number of replica groups), like
+:mod:`goodputlab.charts.cluster`; every param has an explicit name.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+import altair as alt
+
+from ..categories import CATEGORIES, COLORS, PRODUCTIVE
+
+#: The colour of simulated points and of the closed form beside them.
+SIMULATED, CLOSED_FORM = "#1f77b4", "#555555"
+
+
+def goodput_by_groups(rows: Iterable[Mapping[str, Any]], width: int = 480, height: int = 260) -> alt.LayerChart:
+    """Mean goodput (two standard errors as a bar) against replica groups (log 2), restart as a dashed line.
+
+    ``rows``: :func:`goodputlab.theory.sweep_rows`, optionally with ``closed_form_goodput``
+    (drawn as hollow diamonds). A hover (selection ``groups_hover``) shows a row's figures.
+    """
+    rows = [dict(r) for r in rows]
+    in_job = [r for r in rows if r["recovery"] == "in-job"]
+    restart = [r for r in rows if r["recovery"] == "restart"]
+    for r in in_job:
+        r["low"] = r["goodput_mean"] - 2 * r["goodput_stderr"]
+        r["high"] = r["goodput_mean"] + 2 * r["goodput_stderr"]
+    hover = alt.selection_point(name="groups_hover", fields=["replica_groups"], nearest=True, on="pointerover", empty=False)
+    x = alt.X("replica_groups:Q", scale=alt.Scale(type="log", base=2), title="replica groups (log 2)",
+              axis=alt.Axis(values=sorted({r["replica_groups"] for r in in_job}), format="d"))
+    y = alt.Y("goodput_mean:Q", scale=alt.Scale(zero=False), title="goodput", axis=alt.Axis(format=".1%"))
+    base = alt.Chart(alt.InlineData(values=in_job))
+    line = base.mark_line(color=SIMULATED).encode(x=x, y=y)
+    points = base.mark_point(filled=True, size=70, color=SIMULATED).encode(
+        x=x, y=y, size=alt.condition(hover, alt.value(140), alt.value(70)),
+        tooltip=[
+            alt.Tooltip("replica_groups:Q", title="replica groups"),
+            alt.Tooltip("goodput_mean:Q", title="goodput", format=".4f"),
+            alt.Tooltip("goodput_stderr:Q", title="standard error", format=".5f"),
+            alt.Tooltip("job_restarts_mean:Q", title="whole-job restarts", format=".1f"),
+            alt.Tooltip("share_degraded:Q", title="degraded", format=".2%"),
+        ],
+    ).add_params(hover)
+    errors = base.mark_rule(color=SIMULATED).encode(x=x, y="low:Q", y2="high:Q")
+    layers = [line, errors, points]
+    if in_job and in_job[0].get("closed_form_goodput") is not None:
+        layers.append(
+            base.mark_point(shape="diamond", size=110, filled=False, color=CLOSED_FORM)
+            .encode(x=x, y=alt.Y("closed_form_goodput:Q"), tooltip=[alt.Tooltip("closed_form_goodput:Q", title="closed form", format=".4f")])
+        )
+    if restart:
+        level = alt.Chart(alt.InlineData(values=restart))
+        layers.append(level.mark_rule(strokeDash=[6, 4], color=COLORS["restart"]).encode(y="goodput_mean:Q"))
+        layers.append(
+            level.mark_text(align="left", dx=4, dy=-7, color=COLORS["restart"])
+            .encode(y="goodput_mean:Q", x=alt.value(0), text=alt.value("restart from a checkpoint"))
+        )
+    return alt.layer(*layers).properties(width=width, height=height, title="in-job recovery: goodput against replica groups")
+
+
+def where_the_rest_went(rows: Iterable[Mapping[str, Any]], width: int = 360) -> alt.Chart:
+    """Stacked bars: each job's share of the wall time that was not productive, by ledger category.
+
+    One bar per row of :func:`goodputlab.theory.sweep_rows` (restart, then each number of
+    groups), in the ledger's colours; clicking a legend entry highlights one category
+    (selection ``category_pick``).
+    """
+    rows = list(rows)
+    order = [r["label"] for r in rows]
+    tidy = [
+        {"label": r["label"], "category": c, "share": r[f"share_{c}"], "order": CATEGORIES.index(c)}
+        for r in rows
+        for c in CATEGORIES
+        if c != PRODUCTIVE and r.get(f"share_{c}", 0.0) > 0
+    ]
+    shown = [c for c in CATEGORIES if any(t["category"] == c for t in tidy)]
+    pick = alt.selection_point(name="category_pick", fields=["category"], bind="legend")
+    return (
+        alt.Chart(alt.InlineData(values=tidy))
+        .mark_bar()
+        .encode(
+            x=alt.X("share:Q", stack="zero", title="share of the wall time", axis=alt.Axis(format=".1%")),
+            y=alt.Y("label:N", sort=order, title=None),
+            color=alt.Color("category:N", title="category", scale=alt.Scale(domain=shown, range=[COLORS[c] for c in shown])),
+            order=alt.Order("order:Q"),
+            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.25)),
+            tooltip=["label:N", "category:N", alt.Tooltip("share:Q", format=".2%")],
+        )
+        .add_params(pick)
+        .properties(width=width, height=24 * max(1, len(rows)), title="where the time that was not productive went")
+    )
