@@ -204,6 +204,11 @@ class RunConfig:
         "auto", "auto: torchrun from 2 ranks on, else one worker process; torchrun: always (one rank too)",
         validate.Choice(launch.LAUNCHERS), "distributed", "NAME",
     )
+    fault_tolerance: str = setting(
+        "none", "none: a failure restarts the whole group (torchrun); torchft: --nproc replica groups, the others "
+        "train on while a failed one relaunches and heals from a peer (pip install 'goodputlab[ft]')",
+        validate.Choice(launch.FAULT_TOLERANCE), "distributed", "MODE",
+    )
     straggler_rank: int | None = setting(
         None, "the rank that straggles (--straggler-prob and --straggler-factor say how)",
         validate.Optional(validate.Whole(0)), "distributed", "RANK",
