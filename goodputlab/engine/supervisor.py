@@ -56,7 +56,7 @@ def run_supervised(
     the torch threads chosen for it, :func:`~goodputlab.engine.launch.choose_threads`).
     """
     if config.fault_tolerance == "torchft" and lighthouse_command() is None:
-        raise ConfigError(INSTALL_HINT)  # one line, before the folder is claimed
+        raise ConfigError("fault_tolerance", config.fault_tolerance, INSTALL_HINT)  # one line, before the folder is claimed
     if config.failure_mode == DISK_FULL:
         check_fillable(out)  # before the folder is claimed: a refused run touches nothing
     with StopSignals():

@@ -31,7 +31,8 @@ from ..errors import ConfigError
 from ..safe_io import write_atomic
 from .supervision import POLL_S, Progress, budget_reason, poisson_failure_rng, run_line
 
-INSTALL_HINT = "--fault-tolerance torchft needs torchft: pip install 'goodputlab[ft]' (or make install)"
+#: What a run asking for torchft without it installed is told (one line, exit 2).
+INSTALL_HINT = "none, or install torchft first: pip install 'goodputlab[ft]' (make install does)"
 #: The lighthouse forms a quorum once every replica that heartbeats has joined, or after this wait;
 #: a killed replica stops heartbeating and counts as gone after the heartbeat timeout.
 JOIN_TIMEOUT_MS, HEARTBEAT_TIMEOUT_MS = 1000, 1000
@@ -42,7 +43,10 @@ def lighthouse_command() -> str | None:
     """The ``torchft_lighthouse`` beside this interpreter (or on PATH), None when torchft is missing."""
     import importlib.util
 
-    if importlib.util.find_spec("torchft") is None:
+    try:
+        if importlib.util.find_spec("torchft") is None:
+            return None
+    except (ImportError, ValueError):  # a torchft blocked in sys.modules
         return None
     here = Path(sys.executable).parent / "torchft_lighthouse"
     return str(here) if here.exists() else shutil.which("torchft_lighthouse")
@@ -89,9 +93,9 @@ class TorchftSupervision:
 
         self.lighthouse_bin = lighthouse_command()
         if self.lighthouse_bin is None:
-            raise ConfigError(INSTALL_HINT)
+            raise ConfigError("fault_tolerance", config.fault_tolerance, INSTALL_HINT)
         if resume:
-            raise ConfigError("--resume with --fault-tolerance torchft: not supported (a torchft run restarts nothing)")
+            raise ConfigError("fault_tolerance", config.fault_tolerance, "none with --resume (a torchft run keeps no checkpoints to resume)")
         threads, why = choose_threads(config)
         config = config.replace(threads=threads)
         self.config, self.run_dir, self.progress, self.python = config, run_dir, progress, python
