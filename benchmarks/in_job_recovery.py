@@ -3,6 +3,7 @@
     python benchmarks/in_job_recovery.py                       # 2 replicas, kills at steps 100 and 200, 2 rounds
     python benchmarks/in_job_recovery.py --rounds 1 --json out.json
     python benchmarks/in_job_recovery.py --loss-gap --seeds 0,1,2   # what the degraded steps cost the model
+    python benchmarks/in_job_recovery.py --modes none,jit           # just-in-time checkpoints against periodic ones
 
 Each round runs the same job twice, one right after the other (so machine load hits both):
 ``goodputlab run --nproc 2 --fault-tolerance none`` (torchrun restarts the whole group from its
@@ -30,6 +31,7 @@ JOB = ["--model", "tiny", "--nproc", "2", "--threads", "1", "--io-latency-ms", "
 MODES = {
     "none": ["--fault-tolerance", "none", "--ckpt-every", "50"],
     "torchft": ["--fault-tolerance", "torchft", "--ckpt-every", "0"],
+    "jit": ["--fault-tolerance", "none", "--ckpt-every", "50", "--ckpt-jit"],  # restart, from a just-in-time save
 }
 SHOWN = ("restart", "degraded", "checkpoint_restore", "checkpoint_save", "lost_work", "startup")
 
@@ -76,7 +78,7 @@ def loss_gap(seeds: list[int], steps: int, kills: str, tail: int, folder: Path) 
 def row(mode: str, s: dict) -> dict:
     b = s["buckets"]
     return {"mode": mode, "goodput": s["goodput"], "wall_s": s["wall_s"], "failures": s["failures"],
-            **{k: b[k] for k in SHOWN}, "productive": b["productive"],
+            **{k: b[k] for k in SHOWN}, "productive": b["productive"], "steps_executed": s.get("steps_executed"),
             "lost_work_survivors_s": s.get("lost_work_survivors_s")}
 
 
@@ -85,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--kill-at-steps", default="100,200")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--modes", default="none,torchft", help=f"two of {', '.join(MODES)}, run side by side")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--loss-gap", action="store_true", help="the loss gap of torchft with the kills against without")
     ap.add_argument("--seeds", default="0,1,2")
@@ -99,14 +102,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="in-job-recovery-") as tmp:
         for i in range(args.rounds):
-            for mode in ("none", "torchft") if i % 2 == 0 else ("torchft", "none"):
+            modes = args.modes.split(",")
+            for mode in modes if i % 2 == 0 else modes[::-1]:
                 rows.append({"round": i, **row(mode, run_once(mode, args.steps, args.kill_at_steps, Path(tmp)))})
                 r = rows[-1]
-                print(f"round {i} {mode:8s} goodput {r['goodput']:6.1%}  wall {r['wall_s']:6.1f} s  failures {r['failures']}  "
+                print(f"round {i} {mode:8s} goodput {r['goodput']:6.1%}  wall {r['wall_s']:6.1f} s  failures {r['failures']}  executed {r['steps_executed']}  "
                       + "  ".join(f"{k} {r[k]:.2f}" for k in SHOWN)
                       + (f"  lost_work_survivors {r['lost_work_survivors_s']:.3f}" if r["lost_work_survivors_s"] is not None else ""),
                       flush=True)
-    for mode in ("none", "torchft"):
+    for mode in args.modes.split(","):
         mine = [r for r in rows if r["mode"] == mode]
         print(f"mean {mode:8s} goodput {sum(r['goodput'] for r in mine) / len(mine):6.1%}  "
               + "  ".join(f"{k} {sum(r[k] for r in mine) / len(mine):.2f}" for k in SHOWN))

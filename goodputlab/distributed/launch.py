@@ -288,6 +288,12 @@ def check_scale_out(config) -> None:
         _recovery_settings_under_torchrun(config)
     if config.fault_tolerance == "torchft":
         _torchft_settings(config)
+    if config.ckpt_jit:  # a healthy rank saves the whole state alone: DDP replicas, a peer to survive
+        check(world > 1 and config.fault_tolerance == "none", "ckpt_jit", True,
+              "only for a job of 2 or more ranks under torchrun with --fault-tolerance none (a healthy rank saves "
+              "the state before the group restarts)")
+        check(not (config.model == "large" and config.device == "cuda"), "ckpt_jit", True,
+              "not with FSDP (--model large on CUDA): a rank alone does not hold the whole state")
 
 
 def _torchft_settings(config) -> None:

@@ -135,6 +135,11 @@ class RunConfig:
     )
 
     # --- failures
+    ckpt_jit: bool = setting(
+        False, "just-in-time checkpoints: when a rank of a job under torchrun sees a failure, a healthy rank saves "
+        "the state it holds before the group restarts (DDP; not when the failure takes the machine's memory)",
+        validate.Boolean(), "checkpoints",
+    )
     mtbf: float = setting(
         0.0, "mean seconds between failures; 0: none", validate.Number(0, text="seconds >= 0 (0: no random failures)"),
         "failures", "SECONDS",
