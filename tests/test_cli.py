@@ -209,7 +209,7 @@ def test_every_flag_reaches_its_field():
     )
     job = RunConfig(
         nproc=2, nnodes=2, node_rank=1, rdzv_endpoint="node0:29500", launcher="torchrun", ckpt="async",
-        straggler_rank=1, straggler_prob=0.5, straggler_factor=2.5, rdzv_timeout=30.0,
+        straggler_rank=1, straggler_prob=0.5, straggler_factor=2.5, rdzv_timeout=30.0, ckpt_jit=True,
     )
     in_job_recovery = RunConfig(nproc=2, fault_tolerance="torchft", ckpt_every=0)
     given = set()
