@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import socket
 import sys
 import time
@@ -191,19 +190,9 @@ def _wait_for_replicas(folder: Path, replica: int, replicas: int, timeout_s: flo
         time.sleep(0.01)
 
 
-def _die_with_parent() -> None:
-    """On Linux, have the kernel SIGKILL this replica if the supervisor (its parent) dies: no orphans."""
-    parent = os.getppid()
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:
-        os._exit(1)
-
-
 def main(argv: list[str] | None = None) -> int:
     from ..safe_io import read_regular
+    from .worker import _die_with_parent  # the kernel kills this replica if the supervisor dies
 
     p = argparse.ArgumentParser(prog="python -m goodputlab.distributed.ft_worker", description=__doc__)
     p.add_argument("--run-dir", type=Path, required=True)

@@ -30,6 +30,7 @@ from .run_dir import RunDir
 from ..errors import ConfigError
 from ..safe_io import write_atomic
 from .supervision import POLL_S, Progress, budget_reason, poisson_failure_rng, run_line
+from .torchrun_supervision import TorchrunSupervision
 
 #: What a run asking for torchft without it installed is told (one line, exit 2).
 INSTALL_HINT = "none, or install torchft first: pip install 'goodputlab[ft]' (make install does)"
@@ -122,11 +123,7 @@ class TorchftSupervision:
         self.deadline = float("inf")
         self.state = Progress(0, config.steps, 0, 0, "startup")
 
-    def tell(self, **changes) -> None:
-        for k, v in changes.items():
-            setattr(self.state, k, v)
-        if self.progress is not None:
-            self.progress(self.state)
+    tell = TorchrunSupervision.tell  # the progress callback, as a torchrun run reports it
 
     def run(self) -> dict:
         try:
