@@ -28,6 +28,7 @@ import signal
 import socket
 import sys
 import time
+import traceback
 from pathlib import Path
 
 from ..engine import events as E
@@ -162,15 +163,22 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
                   time_based, batch_size, should_save, progress)
         except (RuntimeError, jit.GroupStopping):
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # torchrun's stop waits for the save (then SIGKILL)
-            done = progress["done"]
+            done, saved = progress["done"], False
             if done > start and done not in {c.step for c in store.list()}:  # newer than every checkpoint
                 t = events.now()
-                jit.save_just_in_time(store, wrapped, optimizer, scheduler, done,
+                saved = jit.save_just_in_time(store, wrapped, optimizer, scheduler, done,
                                       {"step": done, "samples_consumed": done * batch_size, "batch_size": batch_size},
                                       env.restart_count, kind,
                                       lambda s, **info: events.emit(E.M_CKPT_COMMIT, ckpt_step=s, jit=True,
                                                                     save_s=round(events.now() - t, 6), **info))
-            raise
+            # leave at once, as a SIGTERM would have: the interpreter's teardown of torch and the broken
+            # group takes seconds, and torchrun's restart waits for every rank to be gone
+            events.close()
+            traceback.print_exc()  # what was seen (a bug that is no failure shows here too)
+            print(f"rank {rank.rank}: a failure seen after {done} steps; "
+                  + ("saved a just-in-time checkpoint" if saved else "no just-in-time save by this rank"), file=sys.stderr)
+            sys.stderr.flush()
+            os._exit(1)
         loss_value = progress["loss"]
     else:
         loss_value = _loop(config, start, batches, events, clock, device, wrapped, optimizer, scheduler, checkpointer,
