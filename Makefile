@@ -40,7 +40,7 @@ WORKSHOP_STAMP := $(VENV)/.installed-$(TORCH_BUILD)-workshop
 TEST_STAMP := $(VENV)/.installed-$(TORCH_BUILD)-test
 SITE_STAMP := $(VENV)/.installed-$(TORCH_BUILD)-site
 comma_book_workshop := book,workshop
-comma_book_test := book,test,workshop
+comma_book_test := book,test,workshop,ft
 comma_book_site := book,site
 # the workshop dashboard: Voila serves it as a web app (code hidden); DASHBOARD_ARGS adds Voila flags
 # (--no-browser --port=8866 --Voila.ip=0.0.0.0 on a cloud machine); RECORDED=1 starts with recorded runs
@@ -110,7 +110,8 @@ $(WORKSHOP_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json $(PI
 	$(call pip_install,$(comma_book_workshop))
 	@touch $@ $(BOOK_STAMP)
 
-# the test tools include the book's, the workshop's and the website's dependencies, so a test install serves all three
+# the test tools include the book's, the workshop's and the website's dependencies, so a test install serves all three;
+# and torchft (the `ft` extra: the in-job recovery runs), which `make lab` leaves out
 $(TEST_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json $(PINNED) | $(BIN)/python
 	$(call pip_install,$(comma_book_test))
 	@touch $@ $(BOOK_STAMP) $(WORKSHOP_STAMP) $(SITE_STAMP)

@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
@@ -105,12 +106,21 @@ def test_every_notebook_import_is_in_the_binder_environment():
     assert not _unsatisfied(modules, pinned()), _unsatisfied(modules, pinned())
 
 
+#: Imports of an optional extra, left out of the book's environment (Binder, `make lab`): a run that
+#: needs one says in one line how to install it (tests/test_torchft.py). Module -> extra.
+OPTIONAL_IMPORTS = {"torchft": "ft"}  # goodputlab run --fault-tolerance torchft
+
+
 def test_every_package_import_is_in_the_binder_environment():
-    """The notebooks run the package: its own imports must be on Binder too."""
+    """The notebooks run the package: its own imports must be on Binder too (but an optional extra's)."""
     modules: dict[str, str] = {}
     for py in (ROOT / "goodputlab").rglob("*.py"):
         for m in _imports(py.read_text()):
             modules.setdefault(m, py.relative_to(ROOT).as_posix())
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for module, extra in OPTIONAL_IMPORTS.items():
+        assert any(req.startswith(module) for req in extras[extra]), f"{module} is not in the {extra} extra"
+        modules.pop(module, None)
     assert not _unsatisfied(modules, pinned()), _unsatisfied(modules, pinned())
 
 

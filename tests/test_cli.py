@@ -199,21 +199,23 @@ def test_every_run_config_field_is_a_flag_listed_in_help():
 
 def test_every_flag_reaches_its_field():
     """A value for every field, typed on the command line, arrives in the RunConfig unchanged
-    (one process with recovery's settings, then a job of several machines with a straggler rank)."""
+    (one process with recovery's settings, a job of several machines with a straggler rank, and
+    one of torchft's replica groups)."""
     one_process = RunConfig(
         steps=300, model="small", batch_size=4, lr=0.01, device="cpu", seed=7, threads=2, ckpt_every="auto",
         ckpt_every_s=2.5, ckpt="memory", memory_disk_every=2, keep=5, mtbf=3.0, failure_clock="wall", kill_at_steps=(10, 20),
         restart_delay=0.25, max_failures=9, workers=2, prefetch=3, io_latency_ms=5.0, io_jitter=0.5,
         transform_ms=1.5, pin_memory=True, persistent_workers=True, device_prefetch=True, overwrite=True,
         ckpt_omit=("optimizer", "rng"), failure_mode="loader-death", hang_timeout=2.5, straggler_prob=0.1,
-        straggler_factor=3.0, hot_spare=True,
+        straggler_factor=3.0, hot_spare=True, failure_clock="wall",
     )
     job = RunConfig(
         nproc=2, nnodes=2, node_rank=1, rdzv_endpoint="node0:29500", launcher="torchrun", ckpt="async",
-        straggler_rank=1, straggler_prob=0.5, straggler_factor=2.5,
+        straggler_rank=1, straggler_prob=0.5, straggler_factor=2.5, rdzv_timeout=30.0, ckpt_jit=True,
     )
+    in_job_recovery = RunConfig(nproc=2, fault_tolerance="torchft", ckpt_every=0)
     given = set()
-    for wanted in (one_process, job):
+    for wanted in (one_process, job, in_job_recovery):
         argv = ["run"]
         for f in flag_fields():
             value = getattr(wanted, f.name)

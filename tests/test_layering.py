@@ -85,6 +85,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("goodputlab.distributed.binding", 2),  # where a distributed run's sockets listen
     ("goodputlab.distributed.straggler", 2),
     ("goodputlab.distributed.joblog", 2),  # the job's event log made from its ranks' logs
+    ("goodputlab.distributed.replica_ledger", 2),  # an in-job recovery run's books from its replicas' logs
     ("goodputlab.recovery.modes", 2),
     ("goodputlab.recovery.booking", 2),
     ("goodputlab.recovery.watchdog", 2),
@@ -140,6 +141,7 @@ TORCH_MODULES = {
     "goodputlab.distributed.parallel",
     "goodputlab.distributed.sharded",
     "goodputlab.distributed.worker",
+    "goodputlab.distributed.ft_worker",
     "goodputlab.experiments.checkpoint_stall",
     "goodputlab.efficiency.sweep",
     "goodputlab.serving.kv",

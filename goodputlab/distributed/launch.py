@@ -197,6 +197,8 @@ def check_batch_split(batch_size: int, nproc: int, nnodes: int = 1) -> None:
 
 
 LAUNCHERS = ("auto", "torchrun")
+#: --fault-tolerance: none (torchrun restarts the whole group) or torchft (in-job recovery, docs/IN_JOB_RECOVERY.md)
+FAULT_TOLERANCE = ("none", "torchft")
 
 
 def uses_torchrun(config) -> bool:
@@ -284,3 +286,26 @@ def check_scale_out(config) -> None:
               "0 with one rank under torchrun (it has nobody to hold back); a straggler needs --nproc 2 or more")
     if uses_torchrun(config):
         _recovery_settings_under_torchrun(config)
+    if config.fault_tolerance == "torchft":
+        _torchft_settings(config)
+    if config.ckpt_jit:  # a healthy rank saves the whole state alone: DDP replicas, a peer to survive
+        check(world > 1 and config.fault_tolerance == "none", "ckpt_jit", True,
+              "only for a job of 2 or more ranks under torchrun with --fault-tolerance none (a healthy rank saves "
+              "the state before the group restarts)")
+        check(not (config.model == "large" and config.device == "cuda"), "ckpt_jit", True,
+              "not with FSDP (--model large on CUDA): a rank alone does not hold the whole state")
+
+
+def _torchft_settings(config) -> None:
+    """What an in-job recovery run (``--fault-tolerance torchft``) supports: replica groups of one rank
+    on this machine's CPU, batches read in the training process, no periodic checkpoints (the live
+    state is in the replicas), no injected stragglers."""
+    need = "with --fault-tolerance torchft"
+    check(config.nproc >= 2, "nproc", config.nproc, f"2 or more replica groups {need}")
+    check(config.nnodes == 1, "nnodes", config.nnodes, f"1 {need} (replica groups on this machine only)")
+    check(config.launcher == "auto", "launcher", config.launcher, f"auto {need} (each replica group is one rank)")
+    check(config.device in ("auto", "cpu"), "device", config.device, f"cpu or auto {need} (gloo on CPU)")
+    check(config.ckpt_every == 0 and config.ckpt_every_s is None, "ckpt_every", config.ckpt_every,
+          f"0 {need} (periodic checkpoints of a torchft run are not implemented: the replicas hold the live state)")
+    check(config.workers == 0, "workers", config.workers, f"0 {need} (each replica builds its batch in its own process)")
+    check(config.straggler_prob == 0, "straggler_prob", config.straggler_prob, f"0 {need}")

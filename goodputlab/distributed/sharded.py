@@ -207,7 +207,9 @@ class ShardedCheckpointer:
         writer = _dcp().FileSystemWriter(str(tmp), single_file_per_rank=True, sync_files=True)
         started = time.perf_counter()
         if self.writer is None:
-            _dcp().save(tensors, storage_writer=writer, process_group=self.rank.ckpt_group)
+            # a rank saving alone (distributed/jit.py: SoloRank) takes no collective with the others
+            group = {"process_group": self.rank.ckpt_group} if self.rank.ckpt_group is not None else {"no_dist": True}
+            _dcp().save(tensors, storage_writer=writer, **group)
             self._commit(None, tmp, step, mine, started)
         else:
             # returns once the tensors are staged in host memory; DCP's thread writes the files

@@ -20,6 +20,7 @@ again (``TORCHELASTIC_RESTART_COUNT`` is the job's attempt). Each rank:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import json
 import os
@@ -27,6 +28,7 @@ import signal
 import socket
 import sys
 import time
+import traceback
 from pathlib import Path
 
 from ..engine import events as E
@@ -148,11 +150,60 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
         auto = AutoInterval.from_events(_earlier_events(run_dir, events.path), state_bytes=preset.state_bytes)
         events.emit(E.M_CKPT_INTERVAL, step=start, **auto.describe(events.now()))
     time_based = config.ckpt_every == AUTO or config.ckpt_every_s is not None
-    last_save = time.monotonic()
-    loss_value = float("nan")
 
     # --- the training loop ---------------------------------------------------------------------
     wrapped.train()
+    if config.ckpt_jit and kind == parallel.DDP:  # a failure seen here: save before the group restarts (jit.py)
+        from . import jit
+
+        jit.raise_on_sigterm()
+        progress = {"done": start}
+        try:
+            _loop(config, start, batches, events, clock, device, wrapped, optimizer, scheduler, checkpointer, auto,
+                  time_based, batch_size, should_save, progress)
+        except (RuntimeError, jit.GroupStopping):
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # torchrun's stop waits for the save (then SIGKILL)
+            done, saved = progress["done"], False
+            if done > start and done not in {c.step for c in store.list()}:  # newer than every checkpoint
+                t = events.now()
+                saved = jit.save_just_in_time(store, wrapped, optimizer, scheduler, done,
+                                      {"step": done, "samples_consumed": done * batch_size, "batch_size": batch_size},
+                                      env.restart_count, kind,
+                                      lambda s, **info: events.emit(E.M_CKPT_COMMIT, ckpt_step=s, jit=True,
+                                                                    save_s=round(events.now() - t, 6), **info))
+            # leave at once, as a SIGTERM would have: the interpreter's teardown of torch and the broken
+            # group takes seconds, and torchrun's restart waits for every rank to be gone
+            events.close()
+            traceback.print_exc()  # what was seen (a bug that is no failure shows here too)
+            print(f"rank {rank.rank}: a failure seen after {done} steps; "
+                  + ("saved a just-in-time checkpoint" if saved else "no just-in-time save by this rank"), file=sys.stderr)
+            sys.stderr.flush()
+            os._exit(1)
+        loss_value = progress["loss"]
+    else:
+        loss_value = _loop(config, start, batches, events, clock, device, wrapped, optimizer, scheduler, checkpointer,
+                           auto, time_based, batch_size, should_save, None)
+
+    checkpointer.finalize()
+    final = {"final_state_sha256": parallel.full_state_sha256(wrapped, kind), "final_loss": loss_value}
+    events.emit(E.M_FINISH, step=config.steps, **final)
+    events.emit(E.W_EXIT)
+    checkpointer.close()
+    del batches
+    dist.barrier(group=rank.ckpt_group)  # no rank leaves while another still needs the groups
+    ranks.teardown()
+    return final
+
+
+def _loop(config, start, batches, events, clock, device, wrapped, optimizer, scheduler, checkpointer, auto,
+          time_based, batch_size, should_save, progress) -> float:
+    """Train from ``start`` to ``config.steps``; returns the last loss. ``progress`` (with
+    ``--ckpt-jit``) follows the steps done, the optimizer's step held from SIGTERM."""
+    from .jit import SigtermHeld
+
+    last_save = time.monotonic()
+    loss_value = float("nan")
+    held = SigtermHeld() if progress is not None else contextlib.nullcontext()
     for step in range(start, config.steps):
         if step > start:  # the first batch was waited for during warm-up
             events.emit(E.W_DATA_WAIT, step=step)
@@ -171,8 +222,11 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
             events.emit(E.W_SYNC_WAIT, step=step, t=clock.ready_at - events.t0, own_s=round(clock.own_s, 6),
                         slowed_s=round(clock.delayed_s, 6))
             events.emit(E.W_COMPUTE, step=step)
-        optimizer.step()
-        scheduler.step()
+        with held:  # a SIGTERM waits until the model, optimizer and schedule are one step on together
+            optimizer.step()
+            scheduler.step()
+            if progress is not None:
+                progress["done"] = step + 1
         loss_value = loss.item()
         events.emit(E.W_STEP_END, step=step, loss=loss_value, samples=batch["idx"].tolist())
 
@@ -186,16 +240,9 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
             if auto is not None:
                 auto.observe_save(last_save - save_started)
                 events.emit(E.M_CKPT_INTERVAL, step=done, **auto.describe(events.now()))
-
-    checkpointer.finalize()
-    final = {"final_state_sha256": parallel.full_state_sha256(wrapped, kind), "final_loss": loss_value}
-    events.emit(E.M_FINISH, step=config.steps, **final)
-    events.emit(E.W_EXIT)
-    checkpointer.close()
-    del batches
-    dist.barrier(group=rank.ckpt_group)  # no rank leaves while another still needs the groups
-    ranks.teardown()
-    return final
+        if progress is not None:
+            progress["loss"] = loss_value
+    return loss_value
 
 
 def _save_now(config, done, since_last_save_s, auto, events, time_based, device, should_save) -> bool:

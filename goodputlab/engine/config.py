@@ -135,6 +135,11 @@ class RunConfig:
     )
 
     # --- failures
+    ckpt_jit: bool = setting(
+        False, "just-in-time checkpoints: when a rank of a job under torchrun sees a failure, a healthy rank saves "
+        "the state it holds before the group restarts (DDP; not when the failure takes the machine's memory)",
+        validate.Boolean(), "checkpoints",
+    )
     mtbf: float = setting(
         0.0, "mean seconds between failures; 0: none", validate.Number(0, text="seconds >= 0 (0: no random failures)"),
         "failures", "SECONDS",
@@ -203,6 +208,11 @@ class RunConfig:
     launcher: str = setting(
         "auto", "auto: torchrun from 2 ranks on, else one worker process; torchrun: always (one rank too)",
         validate.Choice(launch.LAUNCHERS), "distributed", "NAME",
+    )
+    fault_tolerance: str = setting(
+        "none", "none: a failure restarts the whole group (torchrun); torchft: --nproc replica groups, the others "
+        "train on while a failed one relaunches and heals from a peer (pip install 'goodputlab[ft]')",
+        validate.Choice(launch.FAULT_TOLERANCE), "distributed", "MODE",
     )
     straggler_rank: int | None = setting(
         None, "the rank that straggles (--straggler-prob and --straggler-factor say how)",

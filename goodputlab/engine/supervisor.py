@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Callable
 
 from .config import RunConfig
+from ..errors import ConfigError
 from .interrupts import StopSignals
 from .launch import WorkerCrashed, WorkerLog
 from .run_dir import RunDir, claim_run_dir
 from ..recovery.disk_full import check_fillable
 from ..recovery.modes import DISK_FULL
 from .supervision import Progress, ProgressCallback, Supervision, poisson_failure_rng
+from .torchft_supervision import INSTALL_HINT, TorchftSupervision, lighthouse_command
 from .torchrun_supervision import TorchrunSupervision
 
 __all__ = ["Progress", "ProgressCallback", "WorkerCrashed", "WorkerLog", "poisson_failure_rng", "run_supervised"]
@@ -53,6 +55,8 @@ def run_supervised(
     ``announce`` is given the run's first line once it has been accepted (the model, the steps and
     the torch threads chosen for it, :func:`~goodputlab.engine.launch.choose_threads`).
     """
+    if config.fault_tolerance == "torchft" and lighthouse_command() is None:
+        raise ConfigError("fault_tolerance", config.fault_tolerance, INSTALL_HINT)  # one line, before the folder is claimed
     if config.failure_mode == DISK_FULL:
         check_fillable(out)  # before the folder is claimed: a refused run touches nothing
     with StopSignals():
@@ -60,6 +64,8 @@ def run_supervised(
         try:
             from ..distributed.launch import uses_torchrun
 
+            if config.fault_tolerance == "torchft":
+                return TorchftSupervision(config, run_dir, progress, resume, python, announce).run()
             if uses_torchrun(config):
                 return TorchrunSupervision(config, run_dir, progress, resume, python, announce).run()
             return _supervise(config, run_dir, progress, resume, python, announce)

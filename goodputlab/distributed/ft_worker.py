@@ -1,0 +1,218 @@
+"""One replica group of an in-job recovery run (``--fault-tolerance torchft``), read top to bottom.
+
+The supervisor (:mod:`goodputlab.engine.torchft_supervision`) starts ``python -m
+goodputlab.distributed.ft_worker`` once per replica group, as a job of one rank, against a
+lighthouse it runs itself. Each replica:
+
+1. binds its own TCPStore on loopback (the socket handed over, as :func:`ranks.job_store` does),
+   builds the same model from the same seed, and joins the job through ``torchft.Manager``, its
+   manager server and checkpoint server bound to loopback (:func:`loopback_torchft`);
+2. trains on its slice of every step's global batch (replica ``r`` of ``G`` reads slice ``r``);
+   :func:`average_gradients` averages the gradients over the replicas in the step's
+   quorum, and ``torchft.Optimizer`` steps only when every participant committed;
+3. when relaunched after a failure, heals in its first quorum: fetches the live state from a
+   healthy peer and continues from the peer's step (booked as its restore).
+
+Events go to ``ranks/events-replica{R}.jsonl`` (attempt = this replica's launch count); the
+job's ledger is made from them by :mod:`goodputlab.distributed.replica_ledger`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+from ..engine import events as E
+from ..engine.config import RunConfig
+from ..engine.events import EventWriter
+from .joblog import RANKS_DIR
+
+REPLICA_LOG = "events-replica{replica}.jsonl"
+LOOPBACK = "127.0.0.1"
+#: torchft's timeout for collectives, commits and checkpoint fetches (seconds): a dead peer's
+#: gloo connection resets at once, so this only bounds a peer that hangs.
+FT_TIMEOUT_S = 30.0
+
+
+def loopback_torchft() -> None:
+    """Make torchft 0.2.0 listen on loopback only, in this process.
+
+    ``Manager`` binds its manager server to ``[::]:port`` (no argument for it) and
+    ``HTTPTransport`` its checkpoint server to ``("", 0)`` over IPv6, advertising
+    ``socket.gethostname()``: every interface of the machine. For a run on one machine both
+    are rebound here to 127.0.0.1: the manager server's ``bind`` argument is rewritten, and the
+    checkpoint server's class is replaced by one bound to loopback (and the address it
+    advertises by 127.0.0.1). See docs/IN_JOB_RECOVERY.md for what a multi-machine run exposes.
+    """
+    from http.server import ThreadingHTTPServer
+
+    import torchft.checkpointing.http_transport as http_transport
+    import torchft.manager as manager_module
+
+    class LoopbackHTTPServer(ThreadingHTTPServer):
+        address_family = socket.AF_INET
+        request_queue_size = 1024
+
+        def __init__(self, server_address, handler):
+            super().__init__((LOOPBACK, server_address[1]), handler)
+
+    server_class = manager_module.ManagerServer
+
+    def loopback_manager_server(*args, bind: str, **kwargs):
+        port = bind.rsplit(":", 1)[-1]
+        return server_class(*args, bind=f"{LOOPBACK}:{port}", **kwargs)
+
+    def address(self) -> str:
+        return f"http://{LOOPBACK}:{self._server.socket.getsockname()[1]}/checkpoint/"
+
+    http_transport._IPv6HTTPServer = LoopbackHTTPServer
+    http_transport.HTTPTransport.address = address
+    manager_module.ManagerServer = loopback_manager_server
+
+
+def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, replicas: int) -> dict:
+    """Train to ``config.steps`` with the other replica groups; returns what this replica ended with."""
+    import torch
+    import torch.distributed as dist
+    from torchft import Manager, Optimizer, ProcessGroupGloo
+
+    from ..pipeline.loader import BatchRequest, SlowStorageDataset, data_file
+    from ..training.model import count_params, state_sha256
+    from ..training.objects import build_training, make_deterministic
+    from ..training.workload import PRESETS
+    from .binding import listening_socket
+    from .sharding import ShardedStepSampler
+
+    preset = PRESETS[config.model]
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    device = torch.device("cpu")
+    make_deterministic(config.seed, device)  # the same initial model in every replica
+    model, inner_optimizer, scheduler = build_training(config, device)
+    batch_size = config.resolved_batch_size()
+    dataset = SlowStorageDataset(data_file(run_dir / "data", preset, config.seed), config.seed,
+                                 io_latency_s=config.io_latency_ms / 1000, io_jitter=config.io_jitter,
+                                 transform_s=config.transform_ms / 1000)
+    sampler = ShardedStepSampler(len(dataset), batch_size, config.seed, 0, config.steps, replica, replicas)
+
+    sock = listening_socket(LOOPBACK, 0)  # this replica group's own store, on loopback only
+    port = sock.getsockname()[1]
+    store = dist.TCPStore(LOOPBACK, port, 1, True, timedelta(seconds=FT_TIMEOUT_S), master_listen_fd=sock.detach())
+    os.environ.update(MASTER_ADDR=LOOPBACK, MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1")
+
+    def state_dict() -> dict:
+        return {"model": model.state_dict(), "optim": inner_optimizer.state_dict(), "sched": scheduler.state_dict()}
+
+    def load_state_dict(sd: dict) -> None:
+        model.load_state_dict(sd["model"])
+        inner_optimizer.load_state_dict(sd["optim"])
+        scheduler.load_state_dict(sd["sched"])
+
+    loopback_torchft()
+    manager = Manager(
+        pg=ProcessGroupGloo(timeout=timedelta(seconds=FT_TIMEOUT_S)), min_replica_size=1,
+        load_state_dict=load_state_dict, state_dict=state_dict, use_async_quorum=False, init_sync=False,
+        replica_id=f"goodputlab_replica_{replica}", hostname=LOOPBACK, store_addr=LOOPBACK, store_port=port,
+        timeout=timedelta(seconds=FT_TIMEOUT_S), quorum_timeout=timedelta(seconds=120),
+    )
+    optimizer = Optimizer(manager, inner_optimizer)
+    events.emit(E.M_WORKER_INFO, device=str(device), params=count_params(model), state_bytes=preset.state_bytes,
+                torch=torch.__version__, pid=os.getpid(), rank=0, world_size=1, replica=replica,
+                replicas=replicas, backend="gloo", parallelism="torchft")
+
+    if events.attempt == 0:  # the first launch: every replica up before the first quorum
+        _wait_for_replicas(run_dir / RANKS_DIR, replica, replicas)
+    loss_value, first = float("nan"), True
+    model.train()
+    while (step := manager.current_step()) < config.steps:
+        # the quorum: a relaunched replica heals here (its restore); the others wait for the quorum
+        events.emit(E.W_RESTORE if first and events.attempt > 0 else E.W_SYNC_WAIT, step=step)
+        optimizer.zero_grad(set_to_none=True)
+        if manager.current_step() != step:
+            step = manager.current_step()
+            events.emit(E.M_RESTORED, step=step, ckpt_step=step, source="peer")
+        first = False
+        if step >= config.steps:
+            break
+        events.emit(E.W_DATA_WAIT, step=step)
+        batch = dataset.__getitems__(BatchRequest(step, sampler.indices_for(step)))
+        events.emit(E.W_COMPUTE, step=step, participants=manager.num_participants())
+        _, loss = model(batch["x"], batch["y"])
+        loss.backward()
+        average_gradients(manager, model)  # over the quorum's replicas
+        optimizer.step()  # only when every participant committed
+        committed = manager.current_step() > step
+        if committed:
+            scheduler.step()
+            loss_value = loss.item()
+        events.emit(E.W_STEP_END, step=step, loss=loss.item(), committed=committed,
+                    participants=manager.num_participants(), samples=batch["idx"].tolist())
+
+    final = {"final_state_sha256": state_sha256(model), "final_loss": loss_value}
+    events.emit(E.M_FINISH, step=config.steps, **final)
+    events.emit(E.W_EXIT)
+    manager.shutdown(wait=False)
+    del store
+    return final
+
+
+def average_gradients(manager, model) -> None:
+    """Average the gradients over the step's quorum in one fault-tolerant all-reduce.
+
+    Not ``torchft.DistributedDataParallel``: in torchft 0.2.0 its communication hook fails an
+    assertion when a peer dies during the all-reduce (the failed work has no future), where
+    ``Manager.allreduce`` reports the error and the step is then not committed, as intended.
+    """
+    import torch
+
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    manager.allreduce(flat).wait()  # an error is reported to the manager: should_commit() says False
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset:offset + g.numel()].view_as(g))
+        offset += g.numel()
+
+
+def _wait_for_replicas(folder: Path, replica: int, replicas: int, timeout_s: float = 300.0) -> None:
+    """A barrier of files: this replica is ready; wait until every replica of the first launch is."""
+    (folder / f"ready-replica{replica}").touch()
+    deadline = time.monotonic() + timeout_s
+    while not all((folder / f"ready-replica{r}").exists() for r in range(replicas)):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"replica {replica}: the other replica groups did not start within {timeout_s:.0f} s")
+        time.sleep(0.01)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..safe_io import read_regular
+    from .worker import _die_with_parent  # the kernel kills this replica if the supervisor dies
+
+    p = argparse.ArgumentParser(prog="python -m goodputlab.distributed.ft_worker", description=__doc__)
+    p.add_argument("--run-dir", type=Path, required=True)
+    p.add_argument("--t0", type=float, required=True, help="the run's start on this machine's monotonic clock")
+    p.add_argument("--replica", type=int, required=True)
+    p.add_argument("--replicas", type=int, required=True)
+    p.add_argument("--attempt", type=int, required=True, help="this replica's launch, from 0")
+    args = p.parse_args(argv)
+    _die_with_parent()
+    events = EventWriter(args.run_dir / RANKS_DIR / REPLICA_LOG.format(replica=args.replica), args.t0, args.attempt)
+    config = RunConfig.from_dict(json.loads(read_regular(args.run_dir / "config.json", 1 << 20)))
+    if args.attempt > 0 and config.restart_delay > 0:
+        events.emit(E.SUP_RESTART_DELAY)  # emulated rescheduling, before this launch starts
+        time.sleep(config.restart_delay)
+    events.emit(E.W_INIT, rank=args.replica, world_size=args.replicas, pid=os.getpid(), host=socket.gethostname())
+    train(config, args.run_dir, events, args.replica, args.replicas)
+    events.close()
+    sys.stdout.flush()
+    os._exit(0)  # skip the interpreter's slow teardown of torch
+
+
+if __name__ == "__main__":
+    sys.exit(main())

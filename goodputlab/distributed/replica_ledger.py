@@ -1,0 +1,122 @@
+"""The ledger of an in-job recovery run: the replica groups' event logs folded into one job's books.
+
+A job of ``G`` replica groups is ``G`` equal shares of each second of its wall time
+(docs/IN_JOB_RECOVERY.md). Each replica's own timeline, from the run's start to its end, is
+booked second by second, and the job's bucket of a category is the mean of the replicas':
+so the job's buckets sum to its wall time because every replica's do. A replica's timeline:
+
+| stretch | booked |
+|---|---|
+| its first launch up to its first step (process start, model, the first quorum) | ``startup`` |
+| from a kill (the supervisor's ``failure``) up to its relaunch's heal: respawn, set-up, joining | ``degraded`` |
+| its heal: the first quorum of a relaunch, which fetches the live state from a peer | ``checkpoint_restore`` |
+| a step's compute, when the quorum committed it | ``productive`` |
+| a step's compute that was not committed (a peer failed during it) or that a kill cut | ``lost_work`` |
+| waiting for the step's quorum (the other replicas) | ``straggler_wait`` |
+| building its batch | ``data_wait`` |
+| step bookkeeping, and from its exit to the job's end | ``other`` |
+
+Pure: no torch, no processes. The supervisor (:mod:`goodputlab.engine.torchft_supervision`) calls
+:func:`job_books` with its own log and the replicas'.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from .. import categories as C
+from ..engine import events as E
+
+_STATIC = {
+    E.W_RESTORE: C.CHECKPOINT_RESTORE,
+    E.W_SYNC_WAIT: C.STRAGGLER_WAIT,
+    E.W_DATA_WAIT: C.DATA_WAIT,
+    E.W_CKPT_SAVE: C.CHECKPOINT_SAVE,
+    E.W_STEP_END: C.OTHER,
+    E.W_EXIT: C.OTHER,
+}
+
+
+def replica_segments(events: Iterable[dict], kills: dict[int, float], wall_s: float) -> list[tuple[float, float, str, bool]]:
+    """One replica's timeline as ``(start, end, category, cut_by_kill)`` from 0 to ``wall_s`` (seconds).
+
+    ``events`` are the replica's own (every launch, ``attempt`` = its launch); ``kills`` maps an
+    attempt to the time the supervisor killed it. ``cut_by_kill`` marks the stretch a kill ended.
+    """
+    kept = sorted((e for e in events if e["attempt"] not in kills or e["t"] <= kills[e["attempt"]]),
+                  key=lambda e: (e["t"], e["attempt"]))
+    committed = {(e["attempt"], e["step"]) for e in kept if e["kind"] == E.W_STEP_END and e.get("committed", True)}
+    phases = [e for e in kept if e["kind"] in E.PHASES]
+    trained: set[int] = set()  # attempts that have reached their first step or heal
+    segments: list[tuple[float, float, str, bool]] = []
+    t, category = 0.0, C.STARTUP  # before its first event: its process starting
+    for i, e in enumerate(phases):
+        a = e["attempt"]
+        kind = e["kind"]
+        if kind in (E.W_COMPUTE, E.W_RESTORE) or (kind == E.W_SYNC_WAIT and a in trained):
+            trained.add(a)
+        end_of_attempt = i + 1 == len(phases) or phases[i + 1]["attempt"] != a
+        killed_at = kills.get(a)
+        if e["t"] > t:
+            segments.append((t, e["t"], category, False))
+        t = e["t"]
+        if a not in trained:
+            category = C.STARTUP if a == 0 else C.DEGRADED
+        elif kind == E.W_COMPUTE:
+            category = C.PRODUCTIVE if (a, e["step"]) in committed and not _recomputed(phases, i) else C.LOST_WORK
+        else:
+            category = _STATIC.get(kind, C.OTHER)
+        if end_of_attempt:
+            stop = min(killed_at, wall_s) if killed_at is not None else (
+                phases[i + 1]["t"] if i + 1 < len(phases) else wall_s)
+            segments.append((t, max(t, stop), category, killed_at is not None))
+            t = max(t, stop)
+            category = C.DEGRADED if killed_at is not None else C.OTHER  # away until relaunched, or done
+    if wall_s > t:
+        segments.append((t, wall_s, category, False))
+    return segments
+
+
+def _recomputed(phases: list[dict], i: int) -> bool:
+    """Whether the compute at ``phases[i]`` is followed, in its attempt, by another compute of the same
+    step before a committed ``step_end`` (an uncommitted try that the step's retry replaced)."""
+    e = phases[i]
+    for later in phases[i + 1:]:
+        if later["attempt"] != e["attempt"]:
+            return True  # the attempt ended (killed) inside this step
+        if later["kind"] == E.W_STEP_END and later["step"] == e["step"]:
+            return not later.get("committed", True)
+    return True
+
+
+def job_books(supervisor: list[dict], replicas: dict[int, list[dict]], groups: int) -> dict:
+    """The job's ledger from the supervisor's log and each replica's: ``wall_s``, ``buckets`` (the
+    replicas' mean, seconds), ``goodput``, ``replicas`` (each one's buckets), ``lost_work_survivors_s``
+    (the job's share of lost compute that no kill of its own replica cut: steps the survivors
+    discarded) and ``degraded_s``."""
+    end = next((e for e in reversed(supervisor) if e["kind"] == E.SUP_END), None)
+    wall = end["t"] if end is not None else max((e["t"] for e in supervisor), default=0.0)
+    kills: dict[int, dict[int, float]] = {}
+    for e in supervisor:
+        if e["kind"] == E.SUP_FAILURE and "replica" in e:
+            kills.setdefault(e["replica"], {})[e["replica_attempt"]] = e["t"]
+    buckets = C.empty_buckets()
+    per_replica, survivors_lost = {}, 0.0
+    for r in range(groups):
+        own = C.empty_buckets()
+        for start, stop, category, cut in replica_segments(replicas.get(r, []), kills.get(r, {}), wall):
+            own[category] += stop - start
+            if category == C.LOST_WORK and not cut:
+                survivors_lost += (stop - start) / groups
+        per_replica[str(r)] = own
+        for k, v in own.items():
+            buckets[k] += v / groups
+    return {
+        "wall_s": wall,
+        "buckets": buckets,
+        "goodput": buckets[C.PRODUCTIVE] / wall if wall > 0 else 0.0,
+        "shares": {k: (v / wall if wall > 0 else 0.0) for k, v in buckets.items()},
+        "replicas": per_replica,
+        "lost_work_survivors_s": survivors_lost,
+        "degraded_s": buckets[C.DEGRADED],
+    }

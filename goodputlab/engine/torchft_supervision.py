@@ -1,0 +1,340 @@
+"""Supervision of an in-job recovery run (``--fault-tolerance torchft``, docs/IN_JOB_RECOVERY.md).
+
+The supervisor starts torchft's lighthouse on loopback and ``nproc`` replica groups, each a job of
+one rank (:mod:`goodputlab.distributed.ft_worker`). A failure (a ``--kill-at-steps`` kill, or a
+Poisson failure at each replica's ``--mtbf``) SIGKILLs one replica group; the others train on
+without it, and the supervisor relaunches it at once (cold): it heals from a healthy peer in its
+first quorum. A kill waits until every replica trains, so the job never loses all of them. The
+lighthouse and every replica are stopped at the end, on a crash, Ctrl-C and SIGTERM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import events as E
+from .config import RunConfig
+from .events import EventWriter, read_events
+from .interrupts import RunInterrupted
+from .launch import WorkerCrashed, choose_threads, worker_env
+from .run_dir import RunDir
+from ..errors import ConfigError
+from ..safe_io import write_atomic
+from .supervision import POLL_S, Progress, budget_reason, poisson_failure_rng, run_line
+from .torchrun_supervision import TorchrunSupervision
+
+#: What a run asking for torchft without it installed is told (one line, exit 2).
+INSTALL_HINT = "none, or install torchft first: pip install 'goodputlab[ft]' (make install does)"
+#: The lighthouse forms a quorum once every replica that heartbeats has joined, or after this wait;
+#: a killed replica stops heartbeating and counts as gone after the heartbeat timeout.
+JOIN_TIMEOUT_MS, HEARTBEAT_TIMEOUT_MS = 1000, 1000
+STOP_WAIT_S = 5.0
+
+
+def lighthouse_command() -> str | None:
+    """The ``torchft_lighthouse`` beside this interpreter (or on PATH), None when torchft is missing."""
+    import importlib.util
+
+    try:
+        if importlib.util.find_spec("torchft") is None:
+            return None
+    except (ImportError, ValueError):  # a torchft blocked in sys.modules
+        return None
+    here = Path(sys.executable).parent / "torchft_lighthouse"
+    return str(here) if here.exists() else shutil.which("torchft_lighthouse")
+
+
+def _free_loopback_port() -> int:
+    from ..distributed.binding import listening_socket
+
+    with listening_socket("127.0.0.1", 0) as sock:
+        return sock.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class _Tail:
+    """New events of a growing JSONL file (complete lines only)."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset, self.partial = path, 0, b""
+
+    def read(self) -> list[dict]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(data)
+        data = self.partial + data
+        lines = data.split(b"\n")
+        self.partial = lines.pop()
+        return [json.loads(line) for line in lines if line.strip()]
+
+
+class TorchftSupervision:
+    """A run of ``config.nproc`` torchft replica groups against a lighthouse (see the module's doc)."""
+
+    def __init__(self, config: RunConfig, run_dir: RunDir, progress, resume: bool, python: str, announce=None):
+        from ..distributed.joblog import RANKS_DIR, SUPERVISOR_LOG
+
+        self.lighthouse_bin = lighthouse_command()
+        if self.lighthouse_bin is None:
+            raise ConfigError("fault_tolerance", config.fault_tolerance, INSTALL_HINT)
+        if resume:
+            raise ConfigError("fault_tolerance", config.fault_tolerance, "none with --resume (a torchft run keeps no checkpoints to resume)")
+        threads, why = choose_threads(config)
+        config = config.replace(threads=threads)
+        self.config, self.run_dir, self.progress, self.python = config, run_dir, progress, python
+        self.out = out = run_dir.path
+        self.groups = config.nproc
+        run_dir.prepare(keep_checkpoints=False)
+        (out / "logs").mkdir()
+        (out / RANKS_DIR).mkdir()
+        write_atomic(out / "config.json", json.dumps(config.to_dict(), indent=1, sort_keys=True).encode())
+        self.t0 = time.monotonic()
+        self.ev = EventWriter(out / RANKS_DIR / SUPERVISOR_LOG, self.t0, attempt=0, create=True)
+        if announce is not None:
+            announce(run_line(config, why) + f" on each of {self.groups} torchft replica groups")
+        self.failure_rng = poisson_failure_rng(config.seed)
+        self.replica_rng = np.random.default_rng([config.seed, 0x4654])  # which replica a failure strikes
+        self.pending_kills = sorted(config.kill_at_steps)
+        self.lighthouse: subprocess.Popen | None = None
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.attempts = {r: 0 for r in range(self.groups)}
+        self.training: dict[int, bool] = {}
+        self.done: set[int] = set()
+        self.tails: dict[int, _Tail] = {}
+        self.failures, self.completed, self.reason = 0, False, ""
+        self.deadline = float("inf")
+        self.state = Progress(0, config.steps, 0, 0, "startup")
+
+    tell = TorchrunSupervision.tell  # the progress callback, as a torchrun run reports it
+
+    def run(self) -> dict:
+        try:
+            self.ev.emit(E.SUP_START)
+            self.start_lighthouse()
+            self.ev.emit(E.SUP_SPAWN)
+            for r in range(self.groups):
+                self.launch(r)
+            self.watch()
+        except BaseException as exc:  # Ctrl-C, SIGTERM, a crash: no process left, keep a summary
+            self.stop_all()
+            self.reason = _reason(exc)
+            try:
+                self.finish()
+            except Exception as e:
+                exc.add_note(f"goodputlab: the run's summary could not be written: {e}")
+            raise
+        self.stop_all()
+        summary = self.finish()
+        self.tell(steps_done=summary["steps_completed"], phase="done" if self.completed else "stopped")
+        return summary
+
+    def start_lighthouse(self) -> None:
+        self.lighthouse_port = _free_loopback_port()
+        log = open(self.out / "logs" / "lighthouse.log", "wb")
+        with log:
+            self.lighthouse = subprocess.Popen(
+                [self.lighthouse_bin, "--min_replicas", "1", "--bind", f"127.0.0.1:{self.lighthouse_port}",
+                 "--join_timeout_ms", str(JOIN_TIMEOUT_MS), "--heartbeat_timeout_ms", str(HEARTBEAT_TIMEOUT_MS)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+
+    def launch(self, replica: int) -> None:
+        """Start replica ``replica``'s next launch (its own session, killed with us)."""
+        from ..distributed.ft_worker import REPLICA_LOG
+        from ..distributed.joblog import RANKS_DIR
+
+        attempt = self.attempts[replica]
+        env = worker_env(self.config)
+        env.update(TORCHFT_LIGHTHOUSE=f"http://127.0.0.1:{self.lighthouse_port}", GLOO_SOCKET_IFNAME="lo",
+                   MASTER_ADDR="127.0.0.1", RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", RUST_LOG="warn")
+        env.pop("MASTER_PORT", None)  # each replica binds its own store on a free port
+        log = open(self.out / "logs" / f"replica{replica}-attempt{attempt}.log", "wb")
+        with log:
+            self.procs[replica] = subprocess.Popen(
+                [self.python, "-m", "goodputlab.distributed.ft_worker", "--run-dir", str(self.out), "--t0",
+                 repr(self.t0), "--replica", str(replica), "--replicas", str(self.groups), "--attempt", str(attempt)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            )
+        self.training[replica] = False
+        self.tails.setdefault(replica, _Tail(self.out / RANKS_DIR / REPLICA_LOG.format(replica=replica)))
+
+    def watch(self) -> None:
+        """Follow the replicas until every one has finished, injecting failures and relaunching."""
+        while True:
+            cause = self.follow()
+            for r, proc in list(self.procs.items()):
+                code = proc.poll() if r in self.procs else None  # end_unhealed may have stopped it
+                if code is None:
+                    continue
+                del self.procs[r]
+                if code != 0:
+                    log = self.out / "logs" / f"replica{r}-attempt{self.attempts[r]}.log"
+                    raise WorkerCrashed(code, log, log.read_text(errors="replace")[-4000:])
+                self.done.add(r)
+                self.end_unhealed()
+            if len(self.done) == self.groups:
+                self.completed, self.reason = True, "completed"
+                return
+            if self.lighthouse.poll() is not None:
+                raise WorkerCrashed(self.lighthouse.returncode, self.out / "logs" / "lighthouse.log", "the lighthouse exited")
+            if cause is None and time.monotonic() >= self.deadline:
+                cause = "poisson"
+            if cause is not None and not self.fail(cause):
+                return
+            time.sleep(POLL_S)
+
+    def follow(self) -> str | None:
+        """The replicas' new events: who trains, progress, a kill that is due."""
+        cause = None
+        for r, tail in self.tails.items():
+            for e in tail.read():
+                if e["attempt"] != self.attempts[r]:
+                    continue
+                if e["kind"] == E.W_STEP_END and e.get("committed"):
+                    if not self.training[r]:
+                        self.training[r] = True
+                        if all(self.training.get(q) for q in range(self.groups)):
+                            self.start_clock()
+                    done = e["step"] + 1
+                    if self.pending_kills and done >= self.pending_kills[0] and cause is None:
+                        cause = f"kill_at_step {self.pending_kills[0]}"
+                    if done > self.state.steps_done:
+                        self.tell(steps_done=done, phase="training")
+        return cause
+
+    def end_unhealed(self) -> None:
+        """A replica finished the job's last step: a relaunched one that has not healed yet has nothing
+        left to train (and, alone, would start from step 0): stopped, its time to the end ``degraded``."""
+        for r, proc in list(self.procs.items()):
+            if not self.training.get(r):
+                del self.procs[r]
+                _kill_session(proc)
+                self.done.add(r)
+
+    def start_clock(self) -> None:
+        """Every replica trains: the next Poisson failure (each replica's MTBF is ``mtbf``)."""
+        mtbf = self.config.mtbf / self.groups
+        self.deadline = time.monotonic() + (self.failure_rng.exponential(mtbf) if self.config.mtbf > 0 else float("inf"))
+
+    def fail(self, cause: str) -> bool:
+        """SIGKILL one replica group and relaunch it; a kill waits until every replica trains.
+        False when the failure budget is spent."""
+        live = [r for r in range(self.groups) if self.training.get(r) and r in self.procs]
+        if len(live) < self.groups:
+            return True  # the kill stays due; struck once the relaunched replica trains again
+        if cause != "poisson":
+            self.pending_kills.pop(0)
+        replica = live[int(self.replica_rng.integers(len(live)))]
+        proc = self.procs.pop(replica)
+        self.ev.emit(E.SUP_FAILURE, cause=cause, rank=replica, replica=replica, replica_attempt=self.attempts[replica])
+        _kill_session(proc)
+        self.deadline = float("inf")
+        self.failures += 1
+        self.tell(failures=self.failures, phase="failed")
+        if self.failures > self.config.max_failures:
+            self.reason = budget_reason(self.failures, self.config.max_failures, resumed=False)
+            return False
+        self.attempts[replica] += 1
+        self.ev.emit(E.SUP_SPAWN, replica=replica, replica_attempt=self.attempts[replica])
+        self.launch(replica)
+        return True
+
+    def stop_all(self) -> None:
+        """Every replica and the lighthouse: SIGKILL to the replicas' sessions, SIGTERM then SIGKILL to the lighthouse."""
+        for proc in self.procs.values():
+            _kill_session(proc)
+        self.procs.clear()
+        if self.lighthouse is not None and self.lighthouse.poll() is None:
+            self.lighthouse.terminate()
+            try:
+                self.lighthouse.wait(STOP_WAIT_S)
+            except subprocess.TimeoutExpired:
+                _kill_session(self.lighthouse)
+
+    def finish(self) -> dict:
+        """The supervisor's end, the job's books from every replica's log, ``summary.json``."""
+        from ..distributed.ft_worker import REPLICA_LOG
+        from ..distributed.joblog import RANKS_DIR
+        from ..distributed.replica_ledger import job_books
+
+        self.run_dir.remove_temporaries()
+        self.ev.emit(E.SUP_TEARDOWN)
+        self.ev.emit(E.SUP_END, completed=self.completed, reason=self.reason,
+                     resume_step=self.config.steps if self.completed else 0)
+        self.ev.close()
+        replicas = {}
+        for r in range(self.groups):
+            try:
+                replicas[r] = read_events(self.out / RANKS_DIR / REPLICA_LOG.format(replica=r))
+            except FileNotFoundError:
+                replicas[r] = []
+        supervisor = read_events(self.ev.path)
+        books = job_books(supervisor, replicas, self.groups)
+        merged = sorted(supervisor + [{**e, "replica": r} for r, evs in replicas.items() for e in evs], key=lambda e: e["t"])
+        write_atomic(self.out / "events.jsonl", b"".join(E.event_line(e["t"], e["attempt"], e["step"], e["kind"], {
+            k: v for k, v in e.items() if k not in ("t", "attempt", "step", "kind")}) for e in merged))
+        finishes = {r: next((e for e in reversed(evs) if e["kind"] == E.M_FINISH), None) for r, evs in replicas.items()}
+        hashes = {f["final_state_sha256"] for f in finishes.values() if f}
+        heals = [e for evs in replicas.values() for e in evs if e["kind"] == E.M_RESTORED and e["attempt"] > 0]
+        summary = {
+            **books,
+            "fault_tolerance": "torchft",
+            "launcher": "torchft",
+            "world_size": self.groups,
+            "replica_groups": self.groups,
+            "failures": self.failures,
+            "heals": len(heals),
+            "heal_steps": [e["ckpt_step"] for e in heals],
+            "checkpoints": 0,  # the replicas hold the live state (periodic checkpoints: not implemented here)
+            "steps_completed": self.config.steps if self.completed else self.state.steps_done,
+            "steps_executed": sum(1 for evs in replicas.values() for e in evs if e["kind"] == E.W_COMPUTE),
+            "completed": self.completed,
+            "stop_reason": self.reason,
+            "final_loss": finishes[0]["final_loss"] if finishes.get(0) else None,
+            "final_state_sha256": hashes.pop() if len(hashes) == 1 else None,  # every replica ends with one model
+            "threads": self.config.threads,
+            "config": self.config.to_dict(),
+        }
+        write_atomic(self.out / "summary.json", json.dumps(summary, indent=1).encode())
+        return summary
+
+
+def _kill_session(proc: subprocess.Popen) -> None:
+    """SIGKILL ``proc``'s session (it leads it: ``start_new_session``) and reap it."""
+    if proc.poll() is not None:  # reaped: its pid may belong to another process now
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(STOP_WAIT_S)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, RunInterrupted):
+        return "interrupted" if exc.signum == signal.SIGINT else f"interrupted by {exc.signal_name}"
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    return f"error: {type(exc).__name__}"

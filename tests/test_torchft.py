@@ -1,0 +1,139 @@
+"""In-job recovery with torchft (``goodputlab run --fault-tolerance torchft``, docs/IN_JOB_RECOVERY.md).
+
+Real runs: a lighthouse and two replica groups of the tiny model, a replica SIGKILLed at fixed
+steps, relaunched and healed from its peer. The ledger closes, every socket of the run listens on
+loopback (read from ``/proc/net/tcp``), and nothing is left running after success, SIGTERM or
+Ctrl-C (read from the process table). The ledger's rule itself is checked on a hand-made log.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from goodputlab import categories as C
+from goodputlab.distributed.replica_ledger import job_books
+from test_listen_loopback import cmdline, descendants, listening_sockets, socket_inodes
+
+torchft = pytest.importorskip("torchft", reason="the ft extra: pip install 'goodputlab[ft]'")
+
+RUN_LIMIT_S = 300
+FT_FLAGS = ["--nproc", "2", "--fault-tolerance", "torchft", "--ckpt-every", "0", "--threads", "1", "--quiet"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _watch(proc: subprocess.Popen, until) -> tuple[dict, set[int], set[int]]:
+    """Follow a live run: (address, port) -> who listened there; the lighthouse's pids; every pid seen."""
+    seen, lighthouses, pids = {}, set(), set()
+    deadline = time.monotonic() + RUN_LIMIT_S
+    while proc.poll() is None and time.monotonic() < deadline and not until():
+        listening = listening_sockets()
+        for pid in descendants(proc.pid) - {proc.pid}:
+            line = cmdline(pid)
+            pids.add(pid)
+            if "torchft_lighthouse" in line:
+                lighthouses.add(pid)
+            for inode in socket_inodes(pid):
+                if inode in listening:
+                    seen.setdefault(listening[inode], line)
+        time.sleep(0.2)
+    return seen, lighthouses, pids
+
+
+def test_a_two_replica_run_with_kills_heals_closes_its_ledger_listens_on_loopback_and_leaves_nothing(tmp_path, cli, cli_env):
+    out = tmp_path / "run"
+    proc = subprocess.Popen([*cli, "run", *FT_FLAGS, "--steps", "1000", "--kill-at-steps", "100,200", "--io-latency-ms", "20", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env)
+    try:
+        seen, lighthouses, pids = _watch(proc, lambda: False)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["completed"] and s["failures"] == 2 and s["heals"] == 2, s
+    assert s["final_state_sha256"] is not None  # both replicas ended with the same model
+    assert abs(sum(s["buckets"].values()) - s["wall_s"]) <= 0.01 * s["wall_s"]
+    for r in ("0", "1"):  # each replica's own timeline covers the wall too
+        assert sum(s["replicas"][r].values()) == pytest.approx(s["wall_s"], rel=1e-9)
+    assert s["buckets"][C.DEGRADED] > 0 and s["buckets"][C.CHECKPOINT_RESTORE] > 0 and s["buckets"][C.RESTART] == 0
+    # the survivors lose at most the step in flight at each kill (not committed), never a rollback
+    steps = [e for e in map(json.loads, (out / "events.jsonl").read_text().splitlines()) if e["kind"] == "compute"]
+    assert s["lost_work_survivors_s"] < 0.01 * s["buckets"][C.PRODUCTIVE], s["lost_work_survivors_s"]
+    assert len(steps) < 2 * 1000 + 10
+    # every socket of the run listened on loopback, the lighthouse's among them
+    assert lighthouses and any("torchft_lighthouse" in who for who in seen.values()), seen
+    assert any("ft_worker" in who for who in seen.values()), seen
+    outside = {a: who for a, who in seen.items() if not ipaddress.ip_address(a[0]).is_loopback}
+    assert not outside, f"listening beyond loopback: {outside}"
+    assert not [p for p in pids if _alive(p)], "a replica or the lighthouse outlived the run"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+def test_a_stopped_run_leaves_no_replica_and_no_lighthouse(tmp_path, cli, cli_env, signum):
+    out = tmp_path / "run"
+    proc = subprocess.Popen([*cli, "run", *FT_FLAGS, "--steps", "100000", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env)
+
+    def training() -> bool:
+        log = out / "ranks" / "events-replica1.jsonl"
+        return log.exists() and '"step_end"' in log.read_text()
+
+    try:
+        _, lighthouses, pids = _watch(proc, training)
+        assert training() and lighthouses, "the run did not start training"
+        more = descendants(proc.pid) - {proc.pid}  # the pids once training
+        proc.send_signal(signum)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode != 0
+    assert "interrupted" in stderr and "Traceback" not in stderr, stderr
+    assert not [p for p in pids | more if _alive(p)], "a replica or the lighthouse outlived the run"
+    assert json.loads((out / "summary.json").read_text())["stop_reason"].startswith("interrupted")
+
+
+def test_without_torchft_a_run_says_how_to_install_it_in_one_line(tmp_path, cli_env):
+    code = ("import sys; sys.modules['torchft'] = None; from goodputlab.cli import main; "
+            f"sys.exit(main(['run', *{FT_FLAGS!r}, '--steps', '10', '--out', {str(tmp_path / 'run')!r}]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env, timeout=120)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install 'goodputlab[ft]'" in lines[0], done.stderr
+    assert not (tmp_path / "run").exists()  # refused before the folder was claimed
+
+
+def test_the_ledger_books_a_missing_replica_as_degraded_and_its_heal_as_a_restore():
+    def ev(t, kind, attempt=0, step=None, **kw):
+        return {"t": t, "attempt": attempt, "step": step, "kind": kind, **kw}
+
+    supervisor = [ev(0.0, "start"), ev(4.0, "failure", replica=1, replica_attempt=0), ev(10.0, "end", completed=True)]
+    survivor = [ev(1.0, "init"), ev(2.0, "compute", step=0), ev(3.0, "step_end", step=0, committed=True),
+                ev(3.5, "compute", step=1), ev(4.5, "step_end", step=1, committed=False),  # its peer died
+                ev(4.6, "compute", step=1), ev(9.0, "step_end", step=1, committed=True), ev(9.5, "exit")]
+    victim = [ev(1.0, "init"), ev(2.0, "compute", step=0), ev(3.0, "step_end", step=0, committed=True),
+              ev(3.5, "compute", step=1),  # killed at 4.0 in this step
+              ev(5.0, "init", attempt=1), ev(7.0, "restore", attempt=1, step=0), ev(8.0, "compute", attempt=1, step=1),
+              ev(9.0, "step_end", attempt=1, step=1, committed=True), ev(9.5, "exit", attempt=1)]
+    books = job_books(supervisor, {0: survivor, 1: victim}, 2)
+    b, r0, r1 = books["buckets"], books["replicas"]["0"], books["replicas"]["1"]
+    assert sum(b.values()) == pytest.approx(10.0) and books["wall_s"] == 10.0
+    assert r1[C.DEGRADED] == pytest.approx(3.0)  # killed at 4, its relaunch set up until its heal at 7
+    assert r1[C.CHECKPOINT_RESTORE] == pytest.approx(1.0) and r1[C.LOST_WORK] == pytest.approx(0.5)
+    assert r0[C.LOST_WORK] == pytest.approx(1.0) and r0[C.DEGRADED] == 0  # the uncommitted try of step 1
+    assert r0[C.PRODUCTIVE] == pytest.approx(1.0 + 4.4) and r0[C.STARTUP] == pytest.approx(2.0)
+    assert b[C.DEGRADED] == pytest.approx(1.5) and books["lost_work_survivors_s"] == pytest.approx(0.5)
