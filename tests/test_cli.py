@@ -208,7 +208,7 @@ def test_every_flag_reaches_its_field():
     )
     job = RunConfig(
         nproc=2, nnodes=2, node_rank=1, rdzv_endpoint="node0:29500", launcher="torchrun", ckpt="async",
-        straggler_rank=1, straggler_prob=0.5, straggler_factor=2.5,
+        straggler_rank=1, straggler_prob=0.5, straggler_factor=2.5, rdzv_timeout=90.0,
     )
     given = set()
     for wanted in (one_process, job):
