@@ -247,7 +247,8 @@ def test_a_run_on_one_machine_listens_on_loopback_only_and_refuses_the_attack(tm
     if prefix:  # the ranks ran where the machine's name resolves to its network address
         from goodputlab.engine.events import read_events
 
-        assert {e.get("host") for e in read_events(out / "events.jsonl") if e["kind"] == "init"} == {LAN_NAME}
+        ranks = [e for log in sorted((out / "ranks").glob("events-rank*.jsonl")) for e in read_events(log)]
+        assert {e.get("host") for e in ranks if e["kind"] == "init"} == {LAN_NAME}
 
 
 # --- a rendezvous nobody completes --------------------------------------------------------------------
