@@ -187,7 +187,7 @@ def test_a_misspelt_command_gets_a_suggestion(capsys):
         main(["rnu", "--steps", "3"])
     assert e.value.code == 2
     assert capsys.readouterr().err == ("goodputlab: error: COMMAND 'rnu' is invalid; allowed: one of run, optimal, "
-                                       "simulate, batch-sweep, serve-bench, report (did you mean run?)\n")
+                                       "simulate, batch-sweep, serve-bench, report, claim (did you mean run?)\n")
 # --- a run folder or recording someone sent you: each attack built for real --------------------
 ATTACK = re.compile(r"^\| `(?P<attack>[a-z0-9-]+)`: (?P<what>[^|]*)\| `(?P<message>.+)` \|$")
 GOOD_LOG = (
