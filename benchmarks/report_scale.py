@@ -62,6 +62,20 @@ for step in range(step0, total):
 rec.close()
 """.replace("EVERY", str(EVERY))
 
+# Each measured process prints its own peak RSS last, on stderr: /proc/self/status's VmHWM, this process's
+# high-water mark (``wait4``'s ru_maxrss would also count the parent's memory it was forked from).
+HWM = r"""
+import sys as _sys
+for _line in open("/proc/self/status"):
+    if _line.startswith("VmHWM:"):
+        print("VmHWM", _line.split()[1], file=_sys.stderr)
+"""
+REPORT = r"""
+import sys
+from goodputlab.cli import main
+rc = main(sys.argv[1:])
+sys.stdout.flush()
+""" + HWM + "sys.exit(rc)\n"
 READ = r"""
 import sys
 n = 0
@@ -69,7 +83,7 @@ with open(sys.argv[1], "rb") as f:
     while b := f.read(1 << 20):
         n += b.count(b"\n")
 print(n)
-"""
+""" + HWM
 JSON_LOOP = r"""
 import json, sys
 n = 0
@@ -78,12 +92,12 @@ with open(sys.argv[1], "rb") as f:
         json.loads(line)
         n += 1
 print(n)
-"""
+""" + HWM
 LINE_READER = r"""
 import sys
 from goodputlab.engine.logread import event_batches
 print(sum(len(b) for b in event_batches(sys.argv[1])))
-"""
+""" + HWM
 ORJSON_LOOP = JSON_LOOP.replace("import json, sys", "import orjson as json, sys")
 MSGSPEC_LOOP = JSON_LOOP.replace("import json, sys", "import sys, msgspec\njson = msgspec.json.Decoder()").replace(
     "json.loads(line)", "json.decode(line)"
@@ -104,26 +118,18 @@ with open(sys.argv[1], "rb") as f:
         rest = b[i:]
         n += len(dec(b[:i]))
 print(n)
-"""
+""" + HWM
 
 
 def run(args: list[str], env: dict | None = None) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS MB, stdout) of one fresh process (``wait4`` gives its own rusage)."""
-    out_fd, out_path = tempfile.mkstemp()
-    try:
-        t = time.perf_counter()
-        p = subprocess.Popen(args, stdout=out_fd, stderr=subprocess.PIPE, env=env)
-        _, status, usage = os.wait4(p.pid, 0)
-        wall = time.perf_counter() - t
-        err = p.stderr.read().decode()
-        p.stderr.close()
-        p.returncode = os.waitstatus_to_exitcode(status)
-        if p.returncode != 0:
-            raise RuntimeError(f"{' '.join(map(str, args[:4]))} failed ({p.returncode}): {err[-500:]}")
-        return wall, usage.ru_maxrss / 1024, Path(out_path).read_text()
-    finally:
-        os.close(out_fd)
-        os.unlink(out_path)
+    """(wall seconds, peak RSS MB, stdout) of one fresh process (its own VmHWM, printed last on stderr)."""
+    t = time.perf_counter()
+    p = subprocess.run(args, capture_output=True, env=env)
+    wall = time.perf_counter() - t
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, args[:4]))} failed ({p.returncode}): {p.stderr.decode()[-500:]}")
+    hwm = [line for line in p.stderr.decode().splitlines() if line.startswith("VmHWM ")]
+    return wall, int(hwm[-1].split()[1]) / 1024 if hwm else float("nan"), p.stdout.decode()
 
 
 def make_recording(folder: Path, steps: int) -> float:
@@ -244,7 +250,7 @@ def main(argv=None) -> int:
             tasks = {
                 "read (floor)": [py, "-c", READ, str(log)],
                 "json.loads loop": [py, "-c", JSON_LOOP, str(log)],
-                "report --json": [py, "-m", "goodputlab.cli", "report", str(folder), "--json"],
+                "report --json": [py, "-c", REPORT, "report", str(folder), "--json"],
             }
             first = steps == args.steps[0]
             if first:  # the parsers compared on the first size only
