@@ -96,7 +96,7 @@ print(n)
 LINE_READER = r"""
 import sys
 from goodputlab.engine.logread import event_batches
-print(sum(len(b) for b in event_batches(sys.argv[1])))
+print(sum(len(b) for b in event_batches(sys.argv[1], runs=True)))  # a step run counts its lines
 """ + HWM
 ORJSON_LOOP = JSON_LOOP.replace("import json, sys", "import orjson as json, sys")
 MSGSPEC_LOOP = JSON_LOOP.replace("import json, sys", "import sys, msgspec\njson = msgspec.json.Decoder()").replace(
