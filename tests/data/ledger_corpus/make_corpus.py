@@ -159,25 +159,27 @@ def digest(value) -> str:
 def recorded() -> dict:
     """Every recorded run of goodputlab/recorded/: its summary, and its per-step rows and samples in short."""
     import goodputlab as gl
+
+    return {name: recorded_entry(gl.recorded_run(name)) for name in gl.recorded_runs()}
+
+
+def recorded_entry(result) -> dict:
+    """One recorded run's reference: its summary recomputed from its events, per-step rows and samples in short."""
     from goodputlab.engine.ledger import summarize, surviving_samples
 
-    out = {}
-    for name in gl.recorded_runs():
-        result = gl.recorded_run(name)
-        rows = result.per_step()
-        out[name] = {
-            "summary": summarize(result.events, result.summary["config"]),
-            "per_step": {
-                "rows": len(rows),
-                "survived": digest([[r["attempt"], r["step"]] for r in rows if r["survived"]]),
-                "lost": digest([[r["attempt"], r["step"]] for r in rows if not r["survived"]]),
-                "data_wait_s": sum(r["data_wait_s"] for r in rows),
-                "compute_s": sum(r["compute_s"] for r in rows),
-                "losses": digest([r["loss"] for r in rows]),
-            },
-            "samples": digest(surviving_samples(result.events)),
-        }
-    return out
+    rows = result.per_step()
+    return {
+        "summary": summarize(result.events, result.summary["config"]),
+        "per_step": {
+            "rows": len(rows),
+            "survived": digest([[r["attempt"], r["step"]] for r in rows if r["survived"]]),
+            "lost": digest([[r["attempt"], r["step"]] for r in rows if not r["survived"]]),
+            "data_wait_s": sum(r["data_wait_s"] for r in rows),
+            "compute_s": sum(r["compute_s"] for r in rows),
+            "losses": digest([r["loss"] for r in rows]),
+        },
+        "samples": digest(surviving_samples(result.events)),
+    }
 
 
 def unpack(folder: Path, dest: Path) -> Path:
