@@ -21,7 +21,7 @@ from goodputlab.engine.logread import EventLogError, LogReader, event_batches, p
 
 CORPUS = Path(__file__).resolve().parent / "data" / "ledger_corpus"
 sys.path.insert(0, str(CORPUS))
-from make_corpus import recorded_entry, unpack  # noqa: E402
+from make_corpus import lab_entry, lab_run, recorded_entry, unpack  # noqa: E402
 
 REFERENCE = json.loads((CORPUS / "reference.json").read_text())
 
@@ -60,6 +60,16 @@ def test_a_recorded_job_gets_the_summary_and_rows_of_the_old_ledger(name, tmp_pa
 def test_a_recorded_run_gets_the_summary_rows_and_samples_of_the_old_ledger(name):
     got = recorded_entry(gl.recorded_run(name))
     same(REFERENCE["recorded"][name], json.loads(json.dumps(got)))
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE["lab"]))
+def test_a_lab_run_gets_the_summary_rows_and_samples_of_the_old_ledger(name, tmp_path):
+    events, config = lab_run(CORPUS / "lab" / name)
+    want = REFERENCE["lab"][name]
+    same(want, json.loads(json.dumps(lab_entry(events, config))))
+    # the same log read from a folder without summary.json: the reader's batches, the fold, the summary
+    folder = unpack(CORPUS / "lab" / name, tmp_path / name)
+    same(want["summary"], json.loads(json.dumps(gl.load_run(folder).summary)))
 
 
 def _fold_file(path: Path, runs: bool = False) -> LedgerFold:
