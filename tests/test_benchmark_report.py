@@ -19,7 +19,7 @@ def test_report_scale_runs_a_small_recording_end_to_end():
     for row in ("read (floor)", "json.loads loop", "report --json", "line reader alone"):
         assert row in out
     assert "failures 1" in out and "buckets sum to the wall time: True" in out
-    assert "update after    100 new events" in out and "compact binary records" in out
+    assert "update after    100 new events" in out and "compact binary records" in out  # the first size
 
 
 def test_the_google_comparison_installs_nothing_and_explains_every_difference():

@@ -16,12 +16,12 @@ import pytest
 import goodputlab as gl
 from goodputlab.engine import events as E
 from goodputlab.engine.fold import LedgerFold, OutOfOrder
-from goodputlab.engine.ledger import summarize, surviving_samples
+from goodputlab.engine.ledger import summarize
 from goodputlab.engine.logread import EventLogError, LogReader, event_batches, parse_event
 
 CORPUS = Path(__file__).resolve().parent / "data" / "ledger_corpus"
 sys.path.insert(0, str(CORPUS))
-from make_corpus import digest, unpack  # noqa: E402
+from make_corpus import lab_entry, lab_run, recorded_entry, unpack  # noqa: E402
 
 REFERENCE = json.loads((CORPUS / "reference.json").read_text())
 
@@ -58,21 +58,18 @@ def test_a_recorded_job_gets_the_summary_and_rows_of_the_old_ledger(name, tmp_pa
 
 @pytest.mark.parametrize("name", sorted(REFERENCE["recorded"]))
 def test_a_recorded_run_gets_the_summary_rows_and_samples_of_the_old_ledger(name):
-    result = gl.recorded_run(name)
-    rows = result.per_step()
-    got = {
-        "summary": summarize(result.events, result.summary["config"]),
-        "per_step": {
-            "rows": len(rows),
-            "survived": digest([[r["attempt"], r["step"]] for r in rows if r["survived"]]),
-            "lost": digest([[r["attempt"], r["step"]] for r in rows if not r["survived"]]),
-            "data_wait_s": sum(r["data_wait_s"] for r in rows),
-            "compute_s": sum(r["compute_s"] for r in rows),
-            "losses": digest([r["loss"] for r in rows]),
-        },
-        "samples": digest(surviving_samples(result.events)),
-    }
+    got = recorded_entry(gl.recorded_run(name))
     same(REFERENCE["recorded"][name], json.loads(json.dumps(got)))
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE["lab"]))
+def test_a_lab_run_gets_the_summary_rows_and_samples_of_the_old_ledger(name, tmp_path):
+    events, config = lab_run(CORPUS / "lab" / name)
+    want = REFERENCE["lab"][name]
+    same(want, json.loads(json.dumps(lab_entry(events, config))))
+    # the same log read from a folder without summary.json: the reader's batches, the fold, the summary
+    folder = unpack(CORPUS / "lab" / name, tmp_path / name)
+    same(want["summary"], json.loads(json.dumps(gl.load_run(folder).summary)))
 
 
 def _fold_file(path: Path, runs: bool = False) -> LedgerFold:

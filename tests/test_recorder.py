@@ -483,3 +483,26 @@ def test_sigkill_at_random_moments_never_leaves_a_torn_line(tmp_path):
         assert (tmp_path / "events.jsonl").read_bytes().endswith(b"\n")
     s = gl.load_run(tmp_path).summary
     assert s["attempts"] == 6 and s["failures"] == 6 and closes(s)
+
+
+def test_steps_csv_writes_one_row_per_execution_and_never_through_a_link(tmp_path, cli, cli_env):
+    import csv
+
+    run_dir = tmp_path / "job"
+    assert run_loop(run_dir, total=12, kill_at=7, every=5).wait(timeout=60) == -9
+    assert run_loop(run_dir, total=12, every=5).wait(timeout=60) == 0
+    victim = tmp_path / "victim.csv"
+    victim.write_text("the user's file\n")
+    out = tmp_path / "steps.csv"
+    out.symlink_to(victim)  # a link where the CSV goes: replaced, its target untouched
+    r = subprocess.run([*cli, "report", str(run_dir), "--steps-csv", str(out)], capture_output=True, text=True,
+                       env=cli_env, timeout=60)  # fmt: skip
+    assert r.returncode == 0 and "goodput" in r.stdout, r.stderr
+    assert victim.read_text() == "the user's file\n" and not out.is_symlink()
+    rows = list(csv.DictReader(out.open()))
+    want = gl.load_run(run_dir).per_step()
+    assert [(int(r["attempt"]), int(r["step"]), r["survived"]) for r in rows] == [
+        (w["attempt"], w["step"], str(w["survived"])) for w in want
+    ]
+    assert sum(float(r["compute_s"]) for r in rows) == pytest.approx(sum(w["compute_s"] for w in want))
+    assert [r["step"] for r in rows if r["survived"] == "False"] == ["5", "6", "7"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import tempfile
 import time
 import warnings
@@ -17,6 +16,7 @@ from .config import RunConfig
 from ..errors import RunFileError
 from .events import read_events
 from .ledger import Ledger, build_ledger, per_step
+from .recorder_files import _lexists
 from .recording import Recording
 from .report import breakdown_table
 from ..recovery.modes import restart_warning
@@ -279,13 +279,6 @@ def load_run(out: str | Path) -> RunResult:
         return RunResult(out, recording.summary(), recording=recording)
     return RunResult(out, read_summary(out / "summary.json"), read_events(out / "events.jsonl"))
 
-
-def _lexists(path: Path) -> bool:
-    try:
-        os.lstat(path)
-    except FileNotFoundError:
-        return False
-    return True
 
 
 class _ProgressBar:

@@ -326,17 +326,13 @@ class Recorder:
     # --- writing --------------------------------------------------------------------------
     def _line(self, fmt: bytes, *values: Any) -> None:
         """Write one of the step's preformatted lines at the current time (after a pending ``loop``)."""
-        if self._fd < 0:
-            raise RecorderError("this Recorder is closed; a new attempt needs a new Recorder")
-        t = time.monotonic() - self._t0
-        p = self._pending
-        if p is not None:
-            self._pending = None
-            if t - p > SPLIT_GAP_S:
-                self._write(self._fmt_loop % p)
-        self._write(fmt % (t, *values))
+        self._write(fmt % (self._begin(), *values))
 
     def _phase(self, kind: str, step: int | None = None) -> None:
+        self._write(event_line(self._begin(), self.attempt, step, kind, {}))
+
+    def _begin(self) -> float:
+        """The time a block begins; first the ``loop`` phase of a gap after a data_wait or save block."""
         if self._fd < 0:
             raise RecorderError("this Recorder is closed; a new attempt needs a new Recorder")
         t = time.monotonic() - self._t0
@@ -345,7 +341,7 @@ class Recorder:
             self._pending = None
             if t - p > SPLIT_GAP_S:
                 self._write(self._fmt_loop % p)
-        self._write(event_line(t, self.attempt, step, kind, {}))
+        return t
 
     def _emit(self, kind: str, step: int | None = None, t: float | None = None, **fields: Any) -> None:
         if t is None:

@@ -30,7 +30,7 @@ from . import events as E
 from .fold import Folded, LedgerFold, OutOfOrder, sorted_tuples
 from .logread import EventLogError, as_dict, event_batches
 from .recorder import EVENTS_FILE, NotARunDirectory
-from .recorder_files import META_FILE, _attempt_lock_path
+from .recorder_files import META_FILE, _attempt_lock_path, _lexists
 
 LAB_CONFIG_MAX_BYTES = 1 << 20
 
@@ -53,14 +53,6 @@ def event_files(run_dir: Path | str) -> dict[int | None, Path]:
         if rank.isdigit() and len(rank) <= 9:
             out[int(rank)] = p
     return out
-
-
-def _lexists(path: Path) -> bool:
-    try:
-        os.lstat(path)
-    except FileNotFoundError:
-        return False
-    return True
 
 
 def is_live(path: Path) -> bool:

@@ -3,6 +3,14 @@ odd resume points) and the summary and per-step rows the ledger gave each of the
 
     python tests/data/ledger_corpus/make_corpus.py
 
+``lab/`` holds three lab runs' event logs and configurations (kept as they are; rerunning this
+script recomputes only their reference), made by::
+
+    goodputlab run --steps 90 --ckpt-every 20 --seed 7 --workers 2 --prefetch 2 --restart-delay 0.1 \
+        --kill-at-steps 25,50,72 --threads 1 --out killed-prefetching    # the tests' killed run
+    goodputlab run --steps 40 --ckpt-every 10 --seed 3 --nproc 2 --kill-at-steps 17 --threads 1 --out two-ranks-killed
+    goodputlab run --steps 60 --ckpt-every 10 --ckpt async --seed 5 --kill-at-steps 33 --threads 1 --out async-killed
+
 The reference (``reference.json``) was written by the in-memory ledger of commit ca5bff7, the
 one before the streaming ledger; ``tests/test_ledger_stream.py`` holds today's ledger to it, and
 to the summaries shipped with every recorded run in ``goodputlab/recorded/``. Rerunning this
@@ -144,7 +152,7 @@ def main() -> int:
                     p.unlink()
             else:
                 p.unlink()
-    ref = {"jobs": compute(out), "recorded": recorded()}
+    ref = {"jobs": compute(out), "recorded": recorded(), "lab": lab()}
     (HERE / "reference.json").write_text(json.dumps(ref, indent=1) + "\n")
     return 0
 
@@ -159,25 +167,53 @@ def digest(value) -> str:
 def recorded() -> dict:
     """Every recorded run of goodputlab/recorded/: its summary, and its per-step rows and samples in short."""
     import goodputlab as gl
-    from goodputlab.engine.ledger import summarize, surviving_samples
 
-    out = {}
-    for name in gl.recorded_runs():
-        result = gl.recorded_run(name)
-        rows = result.per_step()
-        out[name] = {
-            "summary": summarize(result.events, result.summary["config"]),
-            "per_step": {
-                "rows": len(rows),
-                "survived": digest([[r["attempt"], r["step"]] for r in rows if r["survived"]]),
-                "lost": digest([[r["attempt"], r["step"]] for r in rows if not r["survived"]]),
-                "data_wait_s": sum(r["data_wait_s"] for r in rows),
-                "compute_s": sum(r["compute_s"] for r in rows),
-                "losses": digest([r["loss"] for r in rows]),
-            },
-            "samples": digest(surviving_samples(result.events)),
-        }
-    return out
+    return {name: recorded_entry(gl.recorded_run(name)) for name in gl.recorded_runs()}
+
+
+def lab() -> dict:
+    """The lab runs of ``lab/``: each one's reference, from its events and configuration."""
+    return {folder.name: lab_entry(*lab_run(folder)) for folder in sorted((HERE / "lab").iterdir())}
+
+
+def lab_run(folder: Path) -> tuple[list[dict], dict]:
+    """A lab run of ``lab/``: its events (in file order) and its configuration."""
+    from goodputlab.engine.events import parse_event
+
+    lines = gzip.decompress((folder / "events.jsonl.gz").read_bytes()).splitlines()
+    return [parse_event(line) for line in lines], json.loads((folder / "config.json").read_text())
+
+
+def lab_entry(events: list[dict], config: dict) -> dict:
+    """A lab run's reference, from its events and configuration."""
+    from goodputlab.engine.ledger import per_step, surviving_samples
+
+    return entry(events, config, per_step(events), surviving_samples(events))
+
+
+def recorded_entry(result) -> dict:
+    """One recorded run's reference: its summary recomputed from its events, per-step rows and samples in short."""
+    from goodputlab.engine.ledger import surviving_samples
+
+    return entry(result.events, result.summary["config"], result.per_step(), surviving_samples(result.events))
+
+
+def entry(events: list[dict], config: dict, rows: list[dict], samples: list) -> dict:
+    """A run's reference: its summary, and its per-step rows and samples in short."""
+    from goodputlab.engine.ledger import summarize
+
+    return {
+        "summary": summarize(events, config),
+        "per_step": {
+            "rows": len(rows),
+            "survived": digest([[r["attempt"], r["step"]] for r in rows if r["survived"]]),
+            "lost": digest([[r["attempt"], r["step"]] for r in rows if not r["survived"]]),
+            "data_wait_s": sum(r["data_wait_s"] for r in rows),
+            "compute_s": sum(r["compute_s"] for r in rows),
+            "losses": digest([r["loss"] for r in rows]),
+        },
+        "samples": digest(samples),
+    }
 
 
 def unpack(folder: Path, dest: Path) -> Path:
