@@ -4,14 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..categories import CATEGORIES, MEANINGS, STRAGGLER_WAIT
+from ..categories import CATEGORIES, DEGRADED, MEANINGS, STRAGGLER_WAIT
 
 _BAR = 30  # characters for a 100% bar
 
 
-def _nobody_to_wait_for(cat: str, summary: dict[str, Any]) -> bool:
-    """``straggler_wait`` of a one-process run: always zero, left out of its table."""
-    return cat == STRAGGLER_WAIT and summary["buckets"].get(cat, 0.0) == 0 and summary.get("world_size", 1) <= 1
+def _cannot_happen(cat: str, summary: dict[str, Any]) -> bool:
+    """A category the run could not book, left out of its table while it is zero: ``straggler_wait``
+    of a one-process run (nobody to wait for), ``degraded`` of a run without in-job recovery (no
+    replica group trains on while another is missing)."""
+    if summary["buckets"].get(cat, 0.0) != 0:
+        return False
+    if cat == STRAGGLER_WAIT:
+        return summary.get("world_size", 1) <= 1
+    if cat == DEGRADED:
+        return (summary.get("config") or {}).get("fault_tolerance", "none") != "torchft"
+    return False
 
 
 def breakdown_table(summary: dict[str, Any], legend: bool = True) -> str:
@@ -27,7 +35,7 @@ def breakdown_table(summary: dict[str, Any], legend: bool = True) -> str:
         "",
         f"{'category':<20}{'seconds':>10}{'share':>9}",
     ]
-    shown = [c for c in CATEGORIES if not _nobody_to_wait_for(c, summary)]
+    shown = [c for c in CATEGORIES if not _cannot_happen(c, summary)]
     for cat in shown:
         sec = summary["buckets"].get(cat, 0.0)
         share = sec / wall if wall > 0 else 0.0
