@@ -90,6 +90,17 @@ def test_follow_stops_cleanly_on_ctrl_c(tmp_path, cli, cli_env):
         job.wait()
 
 
+def same_within_rounding(a, b) -> bool:
+    """Equal, but for floats that differ only in their last bits (sums taken in another order)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == pytest.approx(b, rel=1e-12, abs=1e-12)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_within_rounding(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_within_rounding(x, y) for x, y in zip(a, b))
+    return a == b
+
+
 def test_an_update_reads_only_what_was_appended(tmp_path):
     run_dir = tmp_path / "job"
     job = start_job(run_dir, total=400, step_s=0.005)
@@ -111,7 +122,9 @@ def test_an_update_reads_only_what_was_appended(tmp_path):
     assert job.wait(timeout=60) == 0
     lines = (run_dir / "events.jsonl").read_bytes().count(b"\n")
     assert seen == lines and len(looks) >= 3
-    assert looks[-1].summary == gl.load_run(run_dir).summary
+    # the same ledger as one read of the whole log; seconds summed in another order (the updates cut
+    # the log where the reads ended) may differ in the last bits
+    assert same_within_rounding(looks[-1].summary, gl.load_run(run_dir).summary)
 
 
 def test_a_killed_job_shows_its_failure_and_then_its_restart(tmp_path):
