@@ -26,10 +26,16 @@ from make_corpus import lab_entry, lab_run, recorded_entry, unpack  # noqa: E402
 REFERENCE = json.loads((CORPUS / "reference.json").read_text())
 
 
+# categories added to the ledger after the reference was taken (at ca5bff7): none of its runs can
+# book them, so each must be there at zero
+NEW_CATEGORIES = {"degraded"}
+
+
 def same(want, got, path=""):
     """Equal, floats to 1e-9 (sums taken in another order)."""
     if isinstance(want, dict):
-        assert set(want) == set(got), (path, set(want) ^ set(got))
+        newer = {k for k in set(got) - set(want) if k in NEW_CATEGORIES and got[k] == 0}
+        assert set(want) == set(got) - newer, (path, set(want) ^ set(got))
         for k in want:
             same(want[k], got[k], f"{path}.{k}")
     elif isinstance(want, list):

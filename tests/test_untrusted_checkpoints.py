@@ -393,7 +393,8 @@ def test_a_checkpoint_folder_that_is_a_link_is_refused(tmp_path):
 def test_json_run_files_carrying_a_pickle_are_refused_by_name(tmp_path, name):
     from goodputlab.engine.api import load_run
 
-    (tmp_path / "summary.json").write_text(json.dumps({"goodput": 0.5, "wall_s": 1.0, "buckets": {}, "completed": True, "config": {}}))
+    (tmp_path / "summary.json").write_text(json.dumps({"goodput": 0.5, "wall_s": 1.0, "buckets": {}, "completed": True, "config": {"steps": 1},
+                                                         "failures": 0, "checkpoints": 0, "steps_completed": 1, "steps_executed": 1}))
     (tmp_path / "events.jsonl").write_text('{"t":0,"attempt":0,"step":null,"kind":"start"}\n')
     payload = pickle.dumps(RunsCode(tmp_path / "ran"))
     with open(tmp_path / name, "ab" if name == "events.jsonl" else "wb") as f:

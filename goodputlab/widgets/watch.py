@@ -21,6 +21,7 @@ import ipywidgets as W
 
 from ..categories import CATEGORIES, COLORS, MEANINGS
 from ..engine.follow import Follower, Update
+from .common import show_panel
 
 _BAR_PX = 260  # a 100% bar
 
@@ -117,9 +118,7 @@ class Watch:
         return self._thread is not None and self._thread.is_alive()
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.widget)
+        show_panel(self.widget)  # the live view, and a static figure of it for a reader without a kernel
 
 
 def watch(run_dir: str | Path, interval: float = 2.0) -> Watch:
