@@ -113,8 +113,10 @@ def test_killed_ranks_resume_through_torchrun_bit_exactly(straggled, killed):
     events = read_events(out / "events.jsonl")
     restored = [e for e in events if e["kind"] == E.M_RESTORED and e["rank"] == 0]
     assert [e["ckpt_step"] for e in restored] == [8, 16] and all(e["written_by"] == 2 for e in restored)
-    # steps 8-9 and 16-17 ran twice; a kill may land while the next step or two already ran on the other rank
-    assert 28 <= s["steps_executed"] <= 32
+    # steps 8-9 and 16-17 ran twice at least; how many more ran before a kill landed depends on the
+    # machine's speed (the supervisor kills when it sees step 10 or 18), so the count is held to the log
+    executions = {(e["attempt"], e["step"]) for e in events if e["kind"] == E.W_COMPUTE}
+    assert s["steps_executed"] == len(executions) >= 28
     assert s["buckets"][C.RESTART] > 0 and s["buckets"][C.LOST_WORK] > 0 and s["buckets"][C.CHECKPOINT_RESTORE] > 0
     assert not list((out / "ckpt").glob(".tmp-*"))
 
