@@ -81,9 +81,10 @@ def test_poisson_failures_are_seeded_and_real(tmp_path):
     from goodputlab.engine.supervisor import poisson_failure_rng
 
     draws = poisson_failure_rng(0).exponential(20.0, size=3)
-    # seed 0: the first two workers die within 1.5 s of launch, the third has ~20 s to finish
+    # seed 0: the first two workers die within 1.5 s of training (the failure clock starts at a worker's
+    # first step), the third has ~20 s to finish; 600 steps train for about 6 s on a 2-core CPU, so both land
     assert draws[0] < 1.5 and draws[1] < 1.5 and draws[2] > 15
-    summary, events = real_run(tmp_path, steps=120, ckpt_every=20, mtbf=20.0, seed=0, restart_delay=0.0, max_failures=100)
+    summary, events = real_run(tmp_path, steps=600, ckpt_every=20, mtbf=20.0, seed=0, restart_delay=0.0, max_failures=100)
     assert summary["completed"]
     assert summary["failures"] >= 2  # those two kills land whatever the machine's speed
     pids = [e["pid"] for e in events if e["kind"] == "worker_info"]
