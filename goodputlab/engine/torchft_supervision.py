@@ -23,14 +23,14 @@ import numpy as np
 
 from . import events as E
 from .config import RunConfig
-from .events import EventWriter, read_events
+from .events import read_events
 from .interrupts import RunInterrupted
-from .launch import WorkerCrashed, choose_threads, worker_env
+from .launch import WorkerCrashed, worker_env
 from .run_dir import RunDir
 from ..errors import ConfigError
 from ..safe_io import write_atomic
-from .supervision import POLL_S, Progress, budget_reason, poisson_failure_rng, run_line
-from .torchrun_supervision import TorchrunSupervision
+from .supervision import POLL_S, Progress, budget_reason, poisson_failure_rng
+from .torchrun_supervision import TorchrunSupervision, start_job_folder
 
 #: What a run asking for torchft without it installed is told (one line, exit 2).
 INSTALL_HINT = "none, or install torchft first: pip install 'goodputlab[ft]' (make install does)"
@@ -90,26 +90,16 @@ class TorchftSupervision:
     """A run of ``config.nproc`` torchft replica groups against a lighthouse (see the module's doc)."""
 
     def __init__(self, config: RunConfig, run_dir: RunDir, progress, resume: bool, python: str, announce=None):
-        from ..distributed.joblog import RANKS_DIR, SUPERVISOR_LOG
-
         self.lighthouse_bin = lighthouse_command()
         if self.lighthouse_bin is None:
             raise ConfigError("fault_tolerance", config.fault_tolerance, INSTALL_HINT)
         if resume:
             raise ConfigError("fault_tolerance", config.fault_tolerance, "none with --resume (a torchft run keeps no checkpoints to resume)")
-        threads, why = choose_threads(config)
-        config = config.replace(threads=threads)
+        config, self.t0, self.ev = start_job_folder(config, run_dir, keep_checkpoints=False, reserve=False,
+                                                    announce=announce, on_each=f"{config.nproc} torchft replica groups")
         self.config, self.run_dir, self.progress, self.python = config, run_dir, progress, python
-        self.out = out = run_dir.path
+        self.out = run_dir.path
         self.groups = config.nproc
-        run_dir.prepare(keep_checkpoints=False)
-        (out / "logs").mkdir()
-        (out / RANKS_DIR).mkdir()
-        write_atomic(out / "config.json", json.dumps(config.to_dict(), indent=1, sort_keys=True).encode())
-        self.t0 = time.monotonic()
-        self.ev = EventWriter(out / RANKS_DIR / SUPERVISOR_LOG, self.t0, attempt=0, create=True)
-        if announce is not None:
-            announce(run_line(config, why) + f" on each of {self.groups} torchft replica groups")
         self.failure_rng = poisson_failure_rng(config.seed)
         self.replica_rng = np.random.default_rng([config.seed, 0x4654])  # which replica a failure strikes
         self.pending_kills = sorted(config.kill_at_steps)

@@ -29,6 +29,30 @@ from .supervision import (
 )
 
 
+def start_job_folder(config: RunConfig, run_dir: RunDir, *, keep_checkpoints: bool, reserve: bool, announce,
+                     on_each: str) -> tuple[RunConfig, float, EventWriter]:
+    """Set up the folder of a job of several processes (torchrun's ranks, torchft's replica groups): the
+    thread count every process gets, a fresh event log (docs/DISTRIBUTED.md), ``logs/`` and ``ranks/``,
+    ``config.json``, and the supervisor's own log. Returns the configuration with its thread count, the
+    job's clock origin (``time.monotonic()`` seconds) and the supervisor's event writer."""
+    from ..distributed.joblog import RANKS_DIR, SUPERVISOR_LOG
+
+    threads, why = choose_threads(config)
+    config = config.replace(threads=threads)  # every process (and config.json) gets the same count
+    out = run_dir.path
+    run_dir.prepare(keep_checkpoints=keep_checkpoints)
+    if reserve:
+        run_dir.reserve()
+    (out / "logs").mkdir()
+    (out / RANKS_DIR).mkdir()
+    write_atomic(out / "config.json", json.dumps(config.to_dict(), indent=1, sort_keys=True).encode())
+    t0 = time.monotonic()
+    ev = EventWriter(out / RANKS_DIR / SUPERVISOR_LOG, t0, attempt=0, create=True)
+    if announce is not None:
+        announce(run_line(config, why) + f" on each of {on_each}")
+    return config, t0, ev
+
+
 class TorchrunSupervision:
     """A run of ``nproc`` ranks under ``torchrun`` (:mod:`goodputlab.distributed`).
 
@@ -44,23 +68,12 @@ class TorchrunSupervision:
     """
 
     def __init__(self, config: RunConfig, run_dir: RunDir, progress, resume: bool, python: str, announce=None):
-        from ..distributed.joblog import RANKS_DIR, SUPERVISOR_LOG
-
-        threads, why = choose_threads(config)
-        config = config.replace(threads=threads)  # every rank (and config.json) gets the same count
-        self.config, self.run_dir, self.progress, self.python = config, run_dir, progress, python
-        self.out = out = run_dir.path
         if resume:
-            check_resume(out, config)  # refuse a configuration that does not match the run's checkpoints
-        run_dir.prepare(keep_checkpoints=resume)  # the event log starts anew (docs/DISTRIBUTED.md)
-        run_dir.reserve()
-        (out / "logs").mkdir()
-        (out / RANKS_DIR).mkdir()
-        write_atomic(out / "config.json", json.dumps(config.to_dict(), indent=1, sort_keys=True).encode())
-        self.t0 = time.monotonic()
-        self.ev = EventWriter(out / RANKS_DIR / SUPERVISOR_LOG, self.t0, attempt=0, create=True)
-        if announce is not None:
-            announce(run_line(config, why) + f" on each of {config.nproc} ranks")
+            check_resume(run_dir.path, config)  # refuse a configuration that does not match the run's checkpoints
+        config, self.t0, self.ev = start_job_folder(config, run_dir, keep_checkpoints=resume, reserve=True,
+                                                    announce=announce, on_each=f"{config.nproc} ranks")
+        self.config, self.run_dir, self.progress, self.python = config, run_dir, progress, python
+        self.out = run_dir.path
         self.failure_rng = poisson_failure_rng(config.seed)
         self.rank_rng = np.random.default_rng([config.seed, 0x4A4E])  # which rank a failure strikes
         self.pending_kills = sorted(config.kill_at_steps)
