@@ -124,6 +124,12 @@ class Visit:
         self.page.on("response", lambda r: r.status >= 400 and self.broken.append(f"{r.status} {r.url}"))
         self.page.on("requestfailed", lambda r: self.broken.append(f"failed {r.url}"))
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        # requests under way: a page that fetches in the background (the search page fetches every hit's page
+        # for its summary, and says "found" when it has *started* the last fetch) is left only once they end
+        self.pending: set = set()
+        self.page.on("request", lambda r: self.pending.add(r))
+        self.page.on("requestfinished", lambda r: self.pending.discard(r))
+        self.page.on("requestfailed", lambda r: self.pending.discard(r))
 
     def _route(self, route):
         url = route.request.url
@@ -133,6 +139,13 @@ class Visit:
         else:
             self.outside.append(url)
             route.abort()
+
+    def settle(self, timeout_s: float = 30.0) -> None:
+        """Wait until no request of the page is under way (events are delivered while the page waits)."""
+        deadline = time.monotonic() + timeout_s
+        while self.pending and time.monotonic() < deadline:
+            self.page.wait_for_timeout(50)
+        assert not self.pending, f"requests still under way after {timeout_s:.0f} s: {[r.url for r in self.pending]}"
 
     def check(self):
         assert not self.outside, f"requests left the machine: {self.outside}"
@@ -192,10 +205,11 @@ def test_search_finds_a_chapter(served, browser):
     v = Visit(browser)
     v.page.goto(f"{served}/search.html?q=checkpoint", wait_until="load")
     v.page.wait_for_selector("#search-results ul.search li", timeout=30_000)
-    # the search page fetches every hit's page for its summary, one after the other, and says so when it is done:
-    # leaving before that aborts the fetches still under way (the more pages match, the longer it takes)
+    # the search page fetches every hit's page for its summary, one after the other, and says "found" once it
+    # has started the last fetch: leaving before they end aborts those still under way
     v.page.wait_for_function("() => /found/i.test(document.querySelector('#search-results .search-summary')?.textContent || '')",
                              timeout=30_000)
+    v.settle()
     hits = v.page.locator("#search-results ul.search li a").evaluate_all("as => as.map(a => a.getAttribute('href'))")
     assert any("03_checkpoint_interval" in h for h in hits), hits
     # the search box in the page header leads there too
