@@ -143,33 +143,14 @@ dashboard: $(WORKSHOP_STAMP)
 figures: $(BOOK_STAMP)
 	$(BIN)/python tools/make_figures.py --out $(FIGURES) $(if $(FULL),--full) book/*.ipynb
 
-# Everything, in two parts. First the tests that measure real runs (marked `measures` in
-# tests/conftest.py: the end-to-end tests and every notebook under papermill) have the cores to
-# themselves. Then, side by side, the tests in a real browser (JupyterLab, the dashboard in Voila,
-# the website) in one lane, and in the other the rest of the tests (pure units, charts, docs, lab
-# checks, layout, bad input) followed by nbval on the committed notebooks: none of these asserts a
-# time, so they can share the cores (the browser tests' log follows). Every part runs even when one
-# fails; the target fails if any did, and it prints how long each part and the whole took.
-# nbval on the notebooks that tag cells for it (cell tag nbval-check-output: the chapters); the labs
-# tag none, so nbval would only run them again (papermill runs every lab and solution, the browser
-# test every lab)
-NBVAL_NOTEBOOKS = $(shell grep -l '"nbval-check-output"' book/*.ipynb labs/*.ipynb labs/solutions/*.ipynb)
-NBVAL = --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg $(NBVAL_NOTEBOOKS)
-BROWSER_TESTS := tests/test_browser.py tests/test_dashboard_browser.py tests/test_site.py
-NOT_BROWSER := $(addprefix --ignore=,$(BROWSER_TESTS))
+# Everything, in two phases (tools/run_tests.py says why and prints each part's time). First the
+# tests that measure real runs (marked `measures` in tests/conftest.py) with nothing else beside
+# them: the end-to-end runs in one lane, the notebooks under papermill in another. Then, side by
+# side, the tests that assert no time: the rest (pure units, charts, docs, lab checks, layout, bad
+# input), nbval on the chapters that tag cells for it, and the browser tests (JupyterLab, the
+# dashboard in Voila, the website). Every lane runs even when one fails; the target fails if any did.
 test: $(TEST_STAMP)
-	@set +e; export GOODPUTLAB_SMOKE=1; t0=$$(date +%s); \
-	$(BIN)/python -m pytest tests -m measures $(NOT_BROWSER) $(PYTEST_ARGS); measuring=$$?; t1=$$(date +%s); \
-	log=$$(mktemp); \
-	( $(BIN)/python -m pytest $(BROWSER_TESTS) $(PYTEST_ARGS) > $$log 2>&1; echo $$? > $$log.rc; date +%s > $$log.end ) & lane=$$!; \
-	$(BIN)/python -m pytest tests -m "not measures" $(NOT_BROWSER) $(PYTEST_ARGS); rest=$$?; t2=$$(date +%s); \
-	$(BIN)/python -m pytest $(NBVAL) $(PYTEST_ARGS); nbval=$$?; t3=$$(date +%s); \
-	wait $$lane; browser=$$(cat $$log.rc); t4=$$(date +%s); \
-	echo "=== the browser tests ($(BROWSER_TESTS)), run beside the rest and nbval ==="; cat $$log; \
-	echo "make test: measuring (alone) exit $$measuring in $$((t1-t0)) s; then side by side: the rest exit $$rest in $$((t2-t1)) s," \
-	     "nbval exit $$nbval in $$((t3-t2)) s, browser exit $$browser in $$(( $$(cat $$log.end) - t1 )) s; total $$(( (t4-t0)/60 )) min $$(( (t4-t0)%60 )) s"; \
-	rm -f $$log $$log.rc $$log.end; \
-	[ $$measuring -eq 0 ] && [ $$rest -eq 0 ] && [ $$nbval -eq 0 ] && [ $$browser -eq 0 ]
+	$(BIN)/python tools/run_tests.py -- $(PYTEST_ARGS)
 
 # The package's tests alone, without notebooks.
 test-fast: $(TEST_STAMP)

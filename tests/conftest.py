@@ -77,9 +77,14 @@ MEASURING_FILES = frozenset({
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark ``measures`` (see :data:`MEASURING_FILES`): `make test` runs ``-m measures`` alone first."""
+    """Mark ``measures`` (see :data:`MEASURING_FILES`), and ``notebook_runs`` (a notebook executed by
+    papermill): `make test` (tools/run_tests.py) runs the measuring tests first, with nothing else
+    beside them, the notebooks in one lane and the other runs in another."""
     for item in items:
-        if item.path.name in MEASURING_FILES or "executed_notebook" in getattr(item, "fixturenames", ()):
+        runs_notebooks = "executed_notebook" in getattr(item, "fixturenames", ())
+        if runs_notebooks:
+            item.add_marker(pytest.mark.notebook_runs)
+        if item.path.name in MEASURING_FILES or runs_notebooks:
             item.add_marker(pytest.mark.measures)
 
 
