@@ -267,6 +267,21 @@ def test_a_stopped_run_resumes_in_the_same_log_and_its_ledger_closes(reference, 
     closes(summary, events)
 
 
+def test_a_resumed_run_keeps_the_thread_count_it_started_with(tmp_path):
+    """A different count adds the gradients in another order: a resume without a thread count takes the
+    count in the run's config.json, not the default (which for the larger models follows the load). The
+    CLI's --resume reads it with the rest of config.json; this is the Python API's resume."""
+    out = tmp_path / "stopped"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps(RunConfig(**{**JOB, "steps": 6, "threads": 2}).to_dict()))
+    (out / "events.jsonl").write_text('{"t":0.0,"attempt":0,"step":null,"kind":"start"}\n')
+    lines = []
+    summary = run_supervised(RunConfig(**{**JOB, "steps": 6, "threads": None}), out, resume=True, announce=lines.append)
+    assert summary["completed"] and summary["threads"] == 2
+    assert any("the count the resumed run started with" in line for line in lines), lines
+    assert json.loads((out / "config.json").read_text())["threads"] == 2
+
+
 @pytest.mark.parametrize("flag,value,shown", [("--seed", "8", "7"), ("--model", "small", "tiny"), ("--batch-size", "4", "16")])
 def test_resuming_with_another_model_batch_size_or_seed_is_refused(tmp_path, cli, cli_env, flag, value, shown):
     out = tmp_path / "stopped"

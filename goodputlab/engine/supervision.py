@@ -87,7 +87,7 @@ class Supervision:
 
     def __init__(self, config: RunConfig, run_dir: RunDir, progress: ProgressCallback | None, resume: bool, python: str,
                  announce: Callable[[str], None] | None = None):
-        threads, why = choose_threads(config)
+        threads, why = run_threads(config, run_dir.path, resume)
         config = config.replace(threads=threads)  # every worker (and config.json) gets the same count
         self.config, self.run_dir, self.progress, self.python = config, run_dir, progress, python
         self.out = out = run_dir.path
@@ -308,6 +308,23 @@ class Supervision:
             exc.add_note(f"goodputlab: the run's summary could not be written: {e}")
             self.ev.close()
 
+
+
+def run_threads(config: RunConfig, out: Path, resume: bool) -> tuple[int, str]:
+    """The torch threads of every worker of the run in ``out``, and why (:func:`choose_threads`).
+
+    A resumed run without ``--threads`` keeps the count its first launch chose (its config.json):
+    the default for the larger models follows the cores free at launch, and a different count adds
+    the gradients' sums in a different order, so the resumed run would not end bit-identical to an
+    uninterrupted one (README, "bit-exact")."""
+    if resume and not config.threads:
+        try:
+            stored = json.loads(read_regular(out / "config.json", 1 << 20)).get("threads")
+        except (OSError, ValueError):
+            stored = None
+        if isinstance(stored, int) and not isinstance(stored, bool) and stored >= 1:
+            return stored, "the count the resumed run started with"
+    return choose_threads(config)
 
 
 def check_resume(out: Path, config: RunConfig) -> None:

@@ -17,14 +17,13 @@ from .config import RunConfig
 from .events import EventWriter, read_events
 from .interrupts import RunInterrupted
 from .launch import WorkerCrashed, WorkerLog, worker_env
-from ..training.threads import choose_threads
 from .ledger import summarize
 from .run_dir import RunDir
 from ..safe_io import write_atomic
 from ..recovery.booking import M_EXPOSED
 from ..recovery.modes import WALL_CLOCK
 from .supervision import (
-    POLL_S, Progress, add_restart_check, budget_reason, run_line, check_resume, invalid_message, newest_valid_step,
+    POLL_S, Progress, add_restart_check, budget_reason, run_line, run_threads, check_resume, invalid_message, newest_valid_step,
     poisson_failure_rng,
 )
 
@@ -37,7 +36,7 @@ def start_job_folder(config: RunConfig, run_dir: RunDir, *, keep_checkpoints: bo
     job's clock origin (``time.monotonic()`` seconds) and the supervisor's event writer."""
     from ..distributed.joblog import RANKS_DIR, SUPERVISOR_LOG
 
-    threads, why = choose_threads(config)
+    threads, why = run_threads(config, run_dir.path, keep_checkpoints)
     config = config.replace(threads=threads)  # every process (and config.json) gets the same count
     out = run_dir.path
     run_dir.prepare(keep_checkpoints=keep_checkpoints)
