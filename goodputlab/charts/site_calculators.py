@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from .. import theory
+from ..theory import data_stall
 from ..theory.capstone import LLAMA3_GPU_MTBF_YEARS, SECONDS_PER_YEAR
 from . import vega_formulas as vf
 
@@ -279,7 +280,84 @@ CLUSTER = Calculator(
           "the whole job (Monte Carlo, failures in Llama 3's proportions of causes), which needs a kernel."),
 )
 
-CALCULATORS: tuple[Calculator, ...] = (CLUSTER, INTERVAL)
+# --- chapter 5: how deep must my pipeline be ----------------------------------------------------
+
+
+def _pipeline_chart() -> dict:
+    share = "datum.wait_s / (datum.wait_s + step_s)"
+    return {
+        "data": {"sequence": {"start": 1, "stop": 65, "as": "workers"}},
+        "transform": [
+            {"calculate": vf.steady_state_wait_s("load_s", "transform_s", "datum.workers", "step_s"), "as": "wait_s"},
+            {"calculate": share, "as": "data wait"},
+            {"calculate": "datum.workers == workers", "as": "yours"},
+        ],
+        "layer": [
+            {"mark": {"type": "line", "interpolate": "step-after"},
+             "encoding": {
+                 "x": {"field": "workers", "type": "quantitative", "scale": {"type": "log", "base": 2},
+                       "title": "workers (log scale)"},
+                 "y": {"field": "data wait", "type": "quantitative", "scale": {"domain": [0, 1]},
+                       "axis": {"format": "%"}, "title": "data-wait share of the step (no jitter)"}}},
+            {"transform": [{"filter": "datum.yours"}],
+             "mark": {"type": "point", "filled": True, "size": 120, "color": "#d62728"},
+             "encoding": {"x": {"field": "workers", "type": "quantitative"},
+                          "y": {"field": "data wait", "type": "quantitative"}}},
+        ],
+    }
+
+
+def _memory_gb(r: Refs) -> str:
+    batch_bytes = f"round({r['batch_mb']} * 1000000)"  # the notebook's int(round(MB * 1e6))
+    return f"{vf.pipeline_memory_bytes(batch_bytes, r['workers'], r['prefetch'])} / 1e9"
+
+
+PIPELINE = Calculator(
+    slug="pipeline_depth",
+    title="How deep must my pipeline be?",
+    chapter="book/05_input_pipeline",
+    intro=("Supply first: the workers must deliver batches at least as fast as the step consumes them "
+           "(supply above 1; 1.2x leaves room for jitter), or the loop waits on every step whatever the depth. "
+           "Then every batch in flight (workers x prefetch) is held in host memory. Defaults: the chapter's "
+           "example (a 250 ms step, 400 ms reads, 300 ms of transform, 4 workers, batches of 38.5 MB)."),
+    sliders=(
+        Slider("step_ms", "step time S (ms)", 10.0, 2000.0, 250.0),
+        Slider("latency_ms", "storage latency L (ms)", 1.0, 5000.0, 400.0, zero=True),
+        Slider("transform_ms", "transform T (ms)", 1.0, 5000.0, 300.0, zero=True),
+        Slider("workers", "workers W", 1, 64, 4, scale="linear"),
+        Slider("prefetch", "prefetch per worker p", 1, 32, 2, scale="linear"),
+        Slider("batch_mb", "batch size (MB)", 0.1, 1000.0, 38.5),
+    ),
+    signals=(
+        Signal("step_s", lambda r: f"{r['step_ms']} / 1000", lambda v: v["step_ms"] / 1000),
+        Signal("load_s", lambda r: f"{r['latency_ms']} / 1000", lambda v: v["latency_ms"] / 1000),
+        Signal("transform_s", lambda r: f"{r['transform_ms']} / 1000", lambda v: v["transform_ms"] / 1000),
+        Signal("supply", lambda r: vf.supply_ratio(r["load_s"], r["transform_s"], r["workers"], r["step_s"]),
+               lambda v: data_stall.supply_ratio(v["load_s"], v["transform_s"], int(v["workers"]), v["step_s"]),
+               "supply over the step's appetite (W S / (L + T))", "number"),
+        Signal("workers_needed", lambda r: vf.workers_needed(r["load_s"], r["transform_s"], r["step_s"]),
+               lambda v: float(data_stall.workers_needed(v["load_s"], v["transform_s"], v["step_s"], headroom=1.2)),
+               "workers for 1.2x the appetite", "count"),
+        Signal("wait_s", lambda r: vf.steady_state_wait_s(r["load_s"], r["transform_s"], r["workers"], r["step_s"]),
+               lambda v: data_stall.steady_state_wait_s(v["load_s"], v["transform_s"], int(v["workers"]), v["step_s"]),
+               "data wait per step, steady state (s)", "number"),
+        Signal("wait_share", lambda r: f"{r['wait_s']} / ({r['wait_s']} + {r['step_s']})",
+               lambda v: v["wait_s"] / (v["wait_s"] + v["step_s"]), "data-wait share, steady state", "share"),
+        Signal("depth", lambda r: f"{r['workers']} * {r['prefetch']}", lambda v: float(int(v["workers"]) * int(v["prefetch"])),
+               "batches in flight (W x p)", "count"),
+        Signal("memory_gb", lambda r: _memory_gb(r),
+               lambda v: data_stall.pipeline_memory_bytes(int(round(v["batch_mb"] * 1e6)), int(v["workers"]),
+                                                          int(v["prefetch"])) / 1e9,
+               "host memory held (GB; twice with pinned memory)", "number"),
+    ),
+    chart=_pipeline_chart,
+    note=("The steady state without jitter, from <code>goodputlab.theory.data_stall</code>'s closed forms, "
+          "evaluated by Vega in this page (a test holds them to the Python package to 1e-9). How much prefetch "
+          "rides out <em>jittery</em> reads is the chapter's simulation (2,000 seeded reads replayed through the "
+          "DataLoader's rules, <code>depth_for_share</code>): it needs the notebook's kernel, in JupyterLab or on Binder."),
+)
+
+CALCULATORS: tuple[Calculator, ...] = (CLUSTER, INTERVAL, PIPELINE)
 
 
 # --- the pages ------------------------------------------------------------------------------------

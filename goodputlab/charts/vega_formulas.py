@@ -99,3 +99,28 @@ def p_any_failure(n_devices: str, device_mtbf_s: str, duration_s: str) -> str:
 def failures_per_day(n_devices: str, device_mtbf_s: str) -> str:
     """Expected job failures in one day (:func:`expected_failures` over 86,400 s)."""
     return expected_failures(n_devices, device_mtbf_s, repr(SECONDS_PER_DAY))
+
+
+# --- chapter 5: the input pipeline (goodputlab.theory.data_stall) --------------------------------
+
+
+def supply_ratio(load_s: str, transform_s: str, workers: str, step_s: str) -> str:
+    """:func:`goodputlab.theory.data_stall.supply_ratio` (``W >= 1``, ``R = 0``): ``W S / (L + T)``."""
+    per_batch = f"({_p(load_s)} + {_p(transform_s)})"
+    return f"({per_batch} == 0 ? 1 / 0 : {_p(workers)} * {_p(step_s)} / {per_batch})"
+
+
+def workers_needed(load_s: str, transform_s: str, step_s: str, headroom: float = 1.2) -> str:
+    """:func:`goodputlab.theory.data_stall.workers_needed` (``R = 0``): ``ceil(headroom (L + T) / S)``, at least 1."""
+    return f"max(1, ceil({headroom!r} * ({_p(load_s)} + {_p(transform_s)}) / {_p(step_s)} - 1e-9))"
+
+
+def steady_state_wait_s(load_s: str, transform_s: str, workers: str, step_s: str) -> str:
+    """:func:`goodputlab.theory.data_stall.steady_state_wait_s` (``W >= 1``, no hand-off): ``max(S, (L + T) / W) - S``."""
+    s = _p(step_s)
+    return f"(max({s} + 0, ({_p(load_s)} + {_p(transform_s)}) / {_p(workers)}) - {s})"
+
+
+def pipeline_memory_bytes(batch_nbytes: str, workers: str, prefetch: str) -> str:
+    """:func:`goodputlab.theory.data_stall.pipeline_memory_bytes` (not pinned): ``bytes W p``."""
+    return f"({_p(batch_nbytes)} * {_p(workers)} * {_p(prefetch)})"
