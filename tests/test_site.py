@@ -273,3 +273,25 @@ def test_calculators_follow_their_sliders(width, served, browser):
         assert v.page.evaluate("() => document.documentElement.scrollWidth") <= width
         v.page.close()
         v.check()
+
+
+def test_calculator_opens_from_disk(site, browser):
+    """Opened as a file (no server at all), a calculator still draws and follows its slider."""
+    from goodputlab.charts import site_calculators
+
+    calc = site_calculators.INTERVAL
+    page = browser.new_page(viewport={"width": 400, "height": 900})
+    elsewhere, errors = [], []
+    page.route("**/*", lambda r: r.continue_() if urlparse(r.request.url).scheme in ("file", "data", "blob", "about")
+               else (elsewhere.append(r.request.url), r.abort()))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto((site / site_calculators.page_path(calc)).as_uri(), wait_until="load")
+    page.wait_for_function("() => Number(document.body.dataset.ready) >= 1", timeout=30_000)
+    page.locator("#controls input[name='interval_min']").fill("300")
+    page.wait_for_function("() => Number(document.body.dataset.ready) >= 2", timeout=10_000)
+    sliders, shown, _ = _calculator_state(page)
+    assert sliders["interval_min"] != 120.0
+    _assert_model(calc, sliders, shown)
+    assert page.locator("#chart svg").count() == 1
+    page.close()
+    assert not elsewhere and not errors, (elsewhere, errors)

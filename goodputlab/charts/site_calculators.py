@@ -391,8 +391,8 @@ def _page(calc: Calculator, chapter_title: str) -> str:
 <link rel="icon" href="data:,">
 <title>{html.escape(calc.title)} | goodputlab</title>
 <link rel="stylesheet" href="{static}/calculator.css">
-<script type="module" src="{static}/{BUNDLE}"></script>
-<script type="module" src="{static}/calculator.js"></script>
+<script defer src="{static}/{BUNDLE}"></script>
+<script defer src="{static}/calculator.js"></script>
 <script type="application/json" id="calculator-config">{data}</script>
 </head>
 <body>

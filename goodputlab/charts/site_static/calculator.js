@@ -1,7 +1,10 @@
 // goodputlab's website calculators: sliders -> Vega signals -> numbers and chart, all in this page.
 // The page carries its config (id="calculator-config"): the Vega-Lite spec, whose parameters hold every
 // formula (written by goodputlab/charts/vega_formulas.py), the sliders and the outputs to show.
-// window.vegaEmbed comes from vega-bundle.js (vl-convert-python's bundle), loaded before this module.
+// window.vegaEmbed comes from vega-bundle.js (vl-convert-python's bundle), loaded before this script.
+// Classic deferred scripts, not modules: a module is refused on a page opened from disk (file://).
+// The block keeps this script's names out of the global scope the bundle's top-level names share.
+{
 
 const config = JSON.parse(document.getElementById("calculator-config").textContent);
 const STEPS = 1000; // positions of a log slider
@@ -106,3 +109,4 @@ main().catch((e) => {
   document.getElementById("chart").textContent = `The calculator failed: ${e}`;
   throw e;
 });
+}
