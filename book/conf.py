@@ -9,6 +9,10 @@ The source folder is the repository root (``sphinx-build -c book . book/_build/h
 chapters (book/*.ipynb) and the labs (labs/**) keep their paths; ``include_patterns`` picks them
 up by glob, so a new chapter or lab is on the site without editing this file. Nothing is executed:
 the pages show the committed outputs.
+
+The calculators run in the page with no kernel: ``goodputlab/charts/site_calculators.py`` writes them
+into ``calculators/`` when the build has finished (Vega evaluates the package's formulas), and each
+chapter that has one links to it from its top.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from docutils import nodes
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import launch_links  # noqa: E402  (the one place launch links are built)
+
+from goodputlab.charts import site_calculators  # noqa: E402  (the calculators that run in the page)
 
 project = "goodputlab"
 author = "the goodputlab authors"
@@ -76,6 +82,21 @@ def _binder_button(app, pagename, templatename, context, doctree):
                 button["url"] = launch_links.binder_url(Path(source).relative_to(ROOT).as_posix())
 
 
+def _calculator_links(app, pagename, templatename, context, doctree):
+    """A chapter with a live calculator says so at its top (the notebooks stay as they are)."""
+    calcs = site_calculators.for_chapter(pagename)
+    if calcs and "body" in context:
+        context["body"] = "".join(site_calculators.chapter_banner(c, pagename) for c in calcs) + context["body"]
+
+
+def _write_calculators(app, exception):
+    """The calculator pages and their shared JavaScript (goodputlab/charts/site_calculators.py)."""
+    if exception is None and app.builder.format == "html":
+        titles = {name: app.env.titles[name].astext() for name in app.env.titles}
+        # the Vega bundle is kept in book/_build (ignored by git) between builds: making it takes seconds
+        site_calculators.write_site(app.outdir, titles, cache=ROOT / "book" / "_build" / "vega")
+
+
 def _redirect_root(app, exception):
     """``index.html`` at the site's root opens the book's front page."""
     if exception is None and app.builder.format == "html":
@@ -104,4 +125,6 @@ def setup(app):
     app.connect("doctree-read", _html_anchors)
     # after the theme's own handler (priority 501), which builds the launch buttons
     app.connect("html-page-context", _binder_button, priority=900)
+    app.connect("html-page-context", _calculator_links)
     app.connect("build-finished", _redirect_root)
+    app.connect("build-finished", _write_calculators)

@@ -217,3 +217,95 @@ def test_search_finds_a_chapter(served, browser):
     assert v.page.locator("form[action$='search.html'] input[name='q']").count() >= 1
     v.page.close()
     v.check()
+
+
+# --- the calculators that run in the page (goodputlab/charts/site_calculators.py) -------------------
+
+
+def test_chapters_link_to_their_calculators(site):
+    """A chapter with a calculator links to it from its top, and the calculator links back."""
+    from goodputlab.charts import site_calculators
+
+    for calc in site_calculators.CALCULATORS:
+        chapter = (site / f"{calc.chapter}.html").read_text()
+        assert f'href="../{site_calculators.page_path(calc)}"' in chapter, f"{calc.chapter} does not link {calc.slug}"
+        page = (site / site_calculators.page_path(calc)).read_text()
+        assert f'href="../{calc.chapter}.html"' in page
+    assert (site / site_calculators.STATIC_DIR / site_calculators.BUNDLE).exists()
+
+
+def _calculator_state(page) -> tuple[dict[str, float], dict[str, float], dict[str, str]]:
+    """The sliders' values, and the outputs' values and text, as the page shows them."""
+    return page.evaluate(
+        """() => [
+            Object.fromEntries([...document.querySelectorAll('#controls input')].map(i =>
+                [i.name, Number(i.parentElement.querySelector('output.value').dataset.value)])),
+            Object.fromEntries([...document.querySelectorAll('#outputs output')].map(o => [o.dataset.name, Number(o.dataset.value)])),
+            Object.fromEntries([...document.querySelectorAll('#outputs output')].map(o => [o.dataset.name, o.textContent])),
+        ]"""
+    )
+
+
+def _assert_model(calc, sliders: dict[str, float], shown: dict[str, float]) -> None:
+    want = calc.model(sliders)
+    assert set(shown) == {s.name for s in calc.signals if s.label}
+    for name, value in shown.items():
+        assert value == want[name] or abs(value - want[name]) <= 1e-9 * abs(want[name]), f"{calc.slug}.{name} at {sliders}: page {value}, model {want[name]}"
+
+
+@pytest.mark.parametrize("width", [400, 1400])
+def test_calculators_follow_their_sliders(width, served, browser):
+    """From the static server, with no kernel: each slider moved in Chromium changes the numbers shown,
+    and they are the Python model's at the new setting; the page fits a phone and nothing leaves the machine."""
+    from goodputlab.charts import site_calculators
+
+    for calc in site_calculators.CALCULATORS:
+        v = Visit(browser)
+        v.page.set_viewport_size({"width": width, "height": 900})
+        v.page.goto(f"{served}/{site_calculators.page_path(calc)}", wait_until="load")
+        v.page.wait_for_function("() => Number(document.body.dataset.ready) >= 1", timeout=30_000)
+        sliders, shown, text = _calculator_state(v.page)
+        assert sliders == {s.name: s.value for s in calc.sliders}
+        _assert_model(calc, sliders, shown)
+        for slider in calc.sliders:
+            box = v.page.locator(f"#controls input[name='{slider.name}']")
+            lo, hi, now = box.evaluate("e => [e.min, e.max, e.value].map(Number)")
+            target = lo + round(0.3 * (hi - lo))
+            if target == now:
+                target = lo + round(0.7 * (hi - lo))
+            ready = int(v.page.evaluate("() => Number(document.body.dataset.ready)"))
+            box.fill(str(int(target)))
+            v.page.wait_for_function(f"() => Number(document.body.dataset.ready) > {ready}", timeout=10_000)
+            moved, shown, new_text = _calculator_state(v.page)
+            assert moved[slider.name] != sliders[slider.name], f"{calc.slug}: {slider.name} did not move"
+            assert new_text != text, f"{calc.slug}: moving {slider.name} changed no number"
+            _assert_model(calc, moved, shown)
+            sliders, text = moved, new_text
+        # drawn, and no wider than the window (a phone scrolls down, not sideways)
+        chart = v.page.locator("#chart svg").bounding_box()
+        assert chart and 100 < chart["width"] <= width, chart
+        assert v.page.evaluate("() => document.documentElement.scrollWidth") <= width
+        v.page.close()
+        v.check()
+
+
+def test_calculator_opens_from_disk(site, browser):
+    """Opened as a file (no server at all), a calculator still draws and follows its slider."""
+    from goodputlab.charts import site_calculators
+
+    calc = site_calculators.INTERVAL
+    page = browser.new_page(viewport={"width": 400, "height": 900})
+    elsewhere, errors = [], []
+    page.route("**/*", lambda r: r.continue_() if urlparse(r.request.url).scheme in ("file", "data", "blob", "about")
+               else (elsewhere.append(r.request.url), r.abort()))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto((site / site_calculators.page_path(calc)).as_uri(), wait_until="load")
+    page.wait_for_function("() => Number(document.body.dataset.ready) >= 1", timeout=30_000)
+    page.locator("#controls input[name='interval_min']").fill("300")
+    page.wait_for_function("() => Number(document.body.dataset.ready) >= 2", timeout=10_000)
+    sliders, shown, _ = _calculator_state(page)
+    assert sliders["interval_min"] != 120.0
+    _assert_model(calc, sliders, shown)
+    assert page.locator("#chart svg").count() == 1
+    page.close()
+    assert not elsewhere and not errors, (elsewhere, errors)

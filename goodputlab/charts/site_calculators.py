@@ -1,0 +1,465 @@
+"""Calculators that live on the static website: sliders that redraw in the browser, with no kernel.
+
+``make book`` calls :func:`write_site` (``book/conf.py``, when Sphinx has finished): it writes one
+small HTML page per :class:`Calculator` into ``<site>/calculators/``, and the JavaScript they share
+into ``<site>/_static/calculators/``: Vega, Vega-Lite and vega-embed in one bundle from
+vl-convert-python (about 0.9 MB, loaded once and cached for every page, never from a CDN) and
+``calculator.js``, which draws the sliders and the numbers.
+
+Every number a page shows is a Vega signal whose expression comes from
+:mod:`goodputlab.charts.vega_formulas` (Python that writes the expression of each
+:mod:`goodputlab.theory` function); each :class:`Output` also names the Python model it stands
+for, and ``tests/test_site_calculators.py`` evaluates every output with Vega at sampled inputs and
+holds it to that model to 1e-9 relative, so the page and the book cannot drift apart.
+Why Vega and not Pyodide: Pyodide's core alone is about 13 MB (npm ``pyodide``), its numpy is
+fetched from a CDN at run time, and it starts in seconds; the formulas are closed forms, which
+Vega's expression language evaluates as they are written, in a bundle that every page shares.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+from .. import theory
+from ..theory import data_stall
+from ..theory.capstone import LLAMA3_GPU_MTBF_YEARS, SECONDS_PER_YEAR
+from . import vega_formulas as vf
+
+STATIC = Path(__file__).with_name("site_static")
+#: Where the pages and the shared JavaScript go, relative to the site's root.
+PAGES_DIR = "calculators"
+STATIC_DIR = "_static/calculators"
+BUNDLE = "vega-bundle.js"
+
+Refs = Mapping[str, str]  # a name -> its expression: the signal itself on a page, ``datum.name`` in a test
+
+
+@dataclass(frozen=True)
+class Slider:
+    """One input: ``lo``..``hi`` in the unit shown; ``scale`` is ``log``, ``linear`` or ``pow2``.
+
+    ``zero`` adds 0 at the slider's left end of a log scale (free saves, instant restarts).
+    """
+
+    name: str
+    label: str
+    lo: float
+    hi: float
+    value: float
+    scale: str = "log"
+    zero: bool = False
+    step: float = 1.0
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A computed value: ``expr`` writes its Vega expression, ``model`` computes it in Python.
+
+    ``kind`` says how the page writes it: ``duration`` (seconds, as ``human_duration``), ``share``
+    (a percentage), ``number`` (3 significant digits), ``count`` (a whole number with separators);
+    ``label`` empty: used by other signals and the chart, not shown.
+    """
+
+    name: str
+    expr: Callable[[Refs], str]
+    model: Callable[[Mapping[str, float]], float]
+    label: str = ""
+    kind: str = "number"
+
+
+@dataclass(frozen=True)
+class Calculator:
+    slug: str
+    title: str
+    chapter: str  # the chapter's page, e.g. "book/03_checkpoint_interval"
+    intro: str  # HTML
+    sliders: tuple[Slider, ...]
+    signals: tuple[Signal, ...]  # in dependency order
+    chart: Callable[[], dict]  # a Vega-Lite spec whose expressions use the signals by name
+    note: str = ""  # HTML
+
+    def vega_lite(self) -> dict:
+        """The page's whole Vega-Lite spec: the sliders and signals as parameters, and the chart."""
+        names = {s.name: s.name for s in (*self.sliders, *self.signals)}
+        params = [{"name": s.name, "value": s.value} for s in self.sliders]
+        params += [{"name": s.name, "expr": s.expr(names)} for s in self.signals]
+        spec = self.chart()
+        return {
+            "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
+            "params": params,
+            "width": "container",
+            "height": 260,
+            "autosize": {"type": "fit-x", "contains": "padding"},
+            **spec,
+        }
+
+    def model(self, inputs: Mapping[str, float]) -> dict[str, float]:
+        """Every signal from the slider values, by the Python models."""
+        values = dict(inputs)
+        for s in self.signals:
+            values[s.name] = s.model(values)
+        return values
+
+
+def _line_curve(x_field: str, x_title: str, y_title: str, series: list[tuple[str, object]], marks: list[dict]) -> dict:
+    return {
+        "layer": [
+            {
+                "transform": [{"fold": [name for name, _ in series], "as": ["model", "goodput"]}],
+                "mark": {"type": "line", "clip": True},
+                "encoding": {
+                    "x": {"field": x_field, "type": "quantitative", "scale": {"type": "log"}, "title": x_title},
+                    "y": {"field": "goodput", "type": "quantitative", "scale": {"domain": [0, 1]},
+                          "axis": {"format": "%"}, "title": y_title},
+                    "color": {"field": "model", "type": "nominal", "legend": {"orient": "bottom", "title": None}},
+                },
+            },
+            *marks,
+        ],
+    }
+
+
+# --- chapter 3: the checkpoint interval ---------------------------------------------------------
+
+_CURVE_MODELS = (
+    ("first order", lambda t, r: vf.expected_goodput(t, r["save_s"], r["restart_s"], r["mtbf_s"])),
+    ("Daly (exact, Poisson)", lambda t, r: vf.daly_goodput(t, r["save_s"], r["restart_s"], r["mtbf_s"])),
+    ("free saves and restarts", lambda t, r: vf.exact_goodput_free(t, r["mtbf_s"])),
+)
+
+
+def _interval_chart() -> dict:
+    refs = {n: n for n in ("save_s", "restart_s", "mtbf_s")}
+    curve = _line_curve(
+        "interval_min", "checkpoint interval (minutes, log scale)", "goodput",
+        [(name, None) for name, _ in _CURVE_MODELS],
+        [
+            {
+                "data": {"values": [{}]},
+                "transform": [{"calculate": "interval_s / 60", "as": "x"}],
+                "mark": {"type": "rule", "strokeDash": [4, 3], "color": "#444"},
+                "encoding": {"x": {"field": "x", "type": "quantitative"}},
+            }
+        ],
+    )
+    curve["layer"][0]["data"] = {"sequence": {"start": 0, "stop": 1.0001, "step": 0.005, "as": "t"}}
+    curve["layer"][0]["transform"][:0] = [
+        {"calculate": "exp(log(curve_lo_s) + datum.t * (log(curve_hi_s) - log(curve_lo_s)))", "as": "interval_s"},
+        {"calculate": "datum.interval_s / 60", "as": "interval_min"},
+        *({"calculate": model("datum.interval_s", refs), "as": name} for name, model in _CURVE_MODELS),
+    ]
+    return curve
+
+
+INTERVAL = Calculator(
+    slug="checkpoint_interval",
+    title="How often to checkpoint",
+    chapter="book/03_checkpoint_interval",
+    intro=("Move the sliders: the optimal intervals (Young's and Daly's) and the goodput at your interval "
+           "follow, and so does the curve of goodput against the interval under three models. "
+           "Defaults: the worked example (8.6 failures a day, free saves and restarts, a 2-hour interval)."),
+    sliders=(
+        Slider("interval_min", "checkpoint every (min)", 1.0, 720.0, 120.0),
+        Slider("save_s", "save cost (s)", 1.0, 1800.0, 0.0, zero=True),
+        Slider("mtbf_h", "job MTBF (hours)", 0.25, 200.0, theory.WORKED_EXAMPLE_MTBF_S / 3600.0),
+        Slider("restart_min", "restart (min)", 0.5, 120.0, 0.0, zero=True),
+    ),
+    signals=(
+        Signal("interval_s", lambda r: f"{r['interval_min']} * 60", lambda v: v["interval_min"] * 60.0),
+        Signal("restart_s", lambda r: f"{r['restart_min']} * 60", lambda v: v["restart_min"] * 60.0),
+        Signal("mtbf_s", lambda r: f"{r['mtbf_h']} * 3600", lambda v: v["mtbf_h"] * 3600.0),
+        Signal("daly_goodput", lambda r: vf.daly_goodput(r["interval_s"], r["save_s"], r["restart_s"], r["mtbf_s"]),
+               lambda v: theory.daly_goodput(v["interval_s"], v["save_s"], v["restart_s"], v["mtbf_s"]),
+               "goodput at this interval (Daly, exact for Poisson failures)", "share"),
+        Signal("first_order", lambda r: vf.expected_goodput(r["interval_s"], r["save_s"], r["restart_s"], r["mtbf_s"]),
+               lambda v: theory.expected_goodput(v["interval_s"], v["save_s"], v["restart_s"], v["mtbf_s"]),
+               "goodput, first order", "share"),
+        Signal("free_goodput", lambda r: vf.exact_goodput_free(r["interval_s"], r["mtbf_s"]),
+               lambda v: theory.exact_goodput_free(v["interval_s"], v["mtbf_s"]),
+               "goodput with free saves and restarts (exact Poisson)", "share"),
+        Signal("young_s", lambda r: vf.young_interval(r["save_s"], r["mtbf_s"]),
+               lambda v: theory.young_interval(v["save_s"], v["mtbf_s"]), "Young's optimum", "duration"),
+        Signal("daly_s", lambda r: vf.daly_interval(r["save_s"], r["mtbf_s"]),
+               lambda v: theory.daly_interval(v["save_s"], v["mtbf_s"]), "Daly's optimum", "duration"),
+        Signal("hours_lost_per_day", lambda r: f"24 * (1 - {r['daly_goodput']})",
+               lambda v: 24.0 * (1.0 - v["daly_goodput"]), "hours lost per day (Daly)", "number"),
+        # the curve's span, as the notebook's panel draws it
+        Signal("curve_lo_s", lambda r: f"min(60, {r['interval_s']} / 2)", lambda v: min(60.0, v["interval_s"] / 2)),
+        Signal("curve_hi_s", lambda r: f"max(4 * {r['mtbf_s']}, 2 * {r['interval_s']})",
+               lambda v: max(4.0 * v["mtbf_s"], 2.0 * v["interval_s"])),
+    ),
+    chart=_interval_chart,
+    note=("The formulas are <code>goodputlab.theory</code>'s closed forms (Young 1974, Daly 2006, the renewal "
+          "argument), evaluated by Vega in this page; a test holds them to the Python package to 1e-9. "
+          "The notebook also simulates a long job at your interval (Monte Carlo), which needs a kernel."),
+)
+
+
+# --- chapter 2: failures at scale -----------------------------------------------------------------
+
+
+def _cluster_chart() -> dict:
+    return {
+        "data": {"sequence": {"start": 0, "stop": 18, "as": "k"}},
+        "transform": [
+            {"calculate": "pow(2, datum.k)", "as": "devices"},
+            {"calculate": f"{vf.cluster_mtbf('datum.devices', 'device_mtbf_s')} / 3600", "as": "job MTBF (hours)"},
+        ],
+        "layer": [
+            {
+                "mark": {"type": "line", "point": True},
+                "encoding": {
+                    "x": {"field": "devices", "type": "quantitative", "scale": {"type": "log", "base": 2},
+                          "axis": {"format": ","}, "title": "devices (log scale)"},
+                    "y": {"field": "job MTBF (hours)", "type": "quantitative", "scale": {"type": "log"},
+                          "title": "job MTBF (hours, log scale)"},
+                },
+            },
+            {
+                "data": {"values": [{}]},
+                "transform": [{"calculate": "devices", "as": "devices"},
+                              {"calculate": "job_mtbf_s / 3600", "as": "job MTBF (hours)"}],
+                "mark": {"type": "point", "filled": True, "size": 120, "color": "#d62728"},
+                "encoding": {"x": {"field": "devices", "type": "quantitative"},
+                             "y": {"field": "job MTBF (hours)", "type": "quantitative"}},
+            },
+        ],
+    }
+
+
+CLUSTER = Calculator(
+    slug="cluster",
+    title="Failures at scale: your cluster",
+    chapter="book/02_failures_at_scale",
+    intro=("A synchronous job stops when any one device fails, so its MTBF is the device's divided by the "
+           "number of devices. Defaults: Llama 3's pretraining (16,384 GPUs, 466 interruptions in 54 days, "
+           "about 5.2 years per GPU). The save and restart give the checkpoint interval to use and what it costs."),
+    sliders=(
+        Slider("devices", "devices", 1, 2**17, theory.LLAMA3_GPUS, scale="pow2"),
+        Slider("device_mtbf_years", "per-device MTBF (years)", 0.1, 100.0, LLAMA3_GPU_MTBF_YEARS),
+        Slider("days", "job length (days)", 1, 120, theory.LLAMA3_DAYS, scale="linear"),
+        Slider("save_s", "blocking save (s)", 1.0, 1800.0, 30.0, zero=True),
+        Slider("restart_min", "restart + reload (min)", 0.5, 120.0, 10.0, zero=True),
+    ),
+    signals=(
+        Signal("device_mtbf_s", lambda r: f"{r['device_mtbf_years']} * {SECONDS_PER_YEAR!r}",
+               lambda v: v["device_mtbf_years"] * SECONDS_PER_YEAR),
+        Signal("duration_s", lambda r: f"{r['days']} * {theory.SECONDS_PER_DAY!r}",
+               lambda v: v["days"] * theory.SECONDS_PER_DAY),
+        Signal("restart_s", lambda r: f"{r['restart_min']} * 60", lambda v: v["restart_min"] * 60.0),
+        Signal("job_mtbf_s", lambda r: vf.cluster_mtbf(r["devices"], r["device_mtbf_s"]),
+               lambda v: theory.cluster_mtbf(int(v["devices"]), v["device_mtbf_s"]), "job MTBF", "duration"),
+        Signal("failures_per_day", lambda r: vf.failures_per_day(r["devices"], r["device_mtbf_s"]),
+               lambda v: theory.expected_failures(int(v["devices"]), v["device_mtbf_s"], theory.SECONDS_PER_DAY),
+               "interruptions per day", "number"),
+        Signal("failures_in_job", lambda r: vf.expected_failures(r["devices"], r["device_mtbf_s"], r["duration_s"]),
+               lambda v: theory.expected_failures(int(v["devices"]), v["device_mtbf_s"], v["duration_s"]),
+               "interruptions over the job", "number"),
+        Signal("p_failure_day", lambda r: vf.p_any_failure(r["devices"], r["device_mtbf_s"], repr(theory.SECONDS_PER_DAY)),
+               lambda v: theory.p_any_failure(int(v["devices"]), v["device_mtbf_s"], theory.SECONDS_PER_DAY),
+               "chance of at least one interruption in a day", "share"),
+        Signal("young_s", lambda r: vf.young_interval(r["save_s"], r["job_mtbf_s"]),
+               lambda v: theory.young_interval(v["save_s"], v["job_mtbf_s"]), "Young's interval", "duration"),
+        Signal("daly_s", lambda r: vf.daly_interval(r["save_s"], r["job_mtbf_s"]),
+               lambda v: theory.daly_interval(v["save_s"], v["job_mtbf_s"]), "Daly's interval", "duration"),
+        Signal("goodput", lambda r: vf.goodput_at_daly(r["save_s"], r["restart_s"], r["job_mtbf_s"]),
+               lambda v: (theory.daly_goodput(v["daly_s"], v["save_s"], v["restart_s"], v["job_mtbf_s"])
+                          if v["daly_s"] > 0 else math.exp(-v["restart_s"] / v["job_mtbf_s"])),
+               "goodput at Daly's interval", "share"),
+        Signal("device_hours_lost_per_day", lambda r: f"(1 - {r['goodput']}) * 24 * {r['devices']}",
+               lambda v: (1.0 - v["goodput"]) * 24.0 * int(v["devices"]), "device-hours lost per day", "count"),
+    ),
+    chart=_cluster_chart,
+    note=("Closed forms of <code>goodputlab.theory.cluster</code> and <code>closed_forms</code>, evaluated by Vega "
+          "in this page (a test holds them to the Python package to 1e-9). The notebook's panel also simulates "
+          "the whole job (Monte Carlo, failures in Llama 3's proportions of causes), which needs a kernel."),
+)
+
+# --- chapter 5: how deep must my pipeline be ----------------------------------------------------
+
+
+def _pipeline_chart() -> dict:
+    share = "datum.wait_s / (datum.wait_s + step_s)"
+    return {
+        "data": {"sequence": {"start": 1, "stop": 65, "as": "workers"}},
+        "transform": [
+            {"calculate": vf.steady_state_wait_s("load_s", "transform_s", "datum.workers", "step_s"), "as": "wait_s"},
+            {"calculate": share, "as": "data wait"},
+            {"calculate": "datum.workers == workers", "as": "yours"},
+        ],
+        "layer": [
+            {"mark": {"type": "line", "interpolate": "step-after"},
+             "encoding": {
+                 "x": {"field": "workers", "type": "quantitative", "scale": {"type": "log", "base": 2},
+                       "title": "workers (log scale)"},
+                 "y": {"field": "data wait", "type": "quantitative", "scale": {"domain": [0, 1]},
+                       "axis": {"format": "%"}, "title": "data-wait share of the step (no jitter)"}}},
+            {"transform": [{"filter": "datum.yours"}],
+             "mark": {"type": "point", "filled": True, "size": 120, "color": "#d62728"},
+             "encoding": {"x": {"field": "workers", "type": "quantitative"},
+                          "y": {"field": "data wait", "type": "quantitative"}}},
+        ],
+    }
+
+
+def _memory_gb(r: Refs) -> str:
+    batch_bytes = f"round({r['batch_mb']} * 1000000)"  # the notebook's int(round(MB * 1e6))
+    return f"{vf.pipeline_memory_bytes(batch_bytes, r['workers'], r['prefetch'])} / 1e9"
+
+
+PIPELINE = Calculator(
+    slug="pipeline_depth",
+    title="How deep must my pipeline be?",
+    chapter="book/05_input_pipeline",
+    intro=("Supply first: the workers must deliver batches at least as fast as the step consumes them "
+           "(supply above 1; 1.2x leaves room for jitter), or the loop waits on every step whatever the depth. "
+           "Then every batch in flight (workers x prefetch) is held in host memory. Defaults: the chapter's "
+           "example (a 250 ms step, 400 ms reads, 300 ms of transform, 4 workers, batches of 38.5 MB)."),
+    sliders=(
+        Slider("step_ms", "step time S (ms)", 10.0, 2000.0, 250.0),
+        Slider("latency_ms", "storage latency L (ms)", 1.0, 5000.0, 400.0, zero=True),
+        Slider("transform_ms", "transform T (ms)", 1.0, 5000.0, 300.0, zero=True),
+        Slider("workers", "workers W", 1, 64, 4, scale="linear"),
+        Slider("prefetch", "prefetch per worker p", 1, 32, 2, scale="linear"),
+        Slider("batch_mb", "batch size (MB)", 0.1, 1000.0, 38.5),
+    ),
+    signals=(
+        Signal("step_s", lambda r: f"{r['step_ms']} / 1000", lambda v: v["step_ms"] / 1000),
+        Signal("load_s", lambda r: f"{r['latency_ms']} / 1000", lambda v: v["latency_ms"] / 1000),
+        Signal("transform_s", lambda r: f"{r['transform_ms']} / 1000", lambda v: v["transform_ms"] / 1000),
+        Signal("supply", lambda r: vf.supply_ratio(r["load_s"], r["transform_s"], r["workers"], r["step_s"]),
+               lambda v: data_stall.supply_ratio(v["load_s"], v["transform_s"], int(v["workers"]), v["step_s"]),
+               "supply over the step's appetite (W S / (L + T))", "number"),
+        Signal("workers_needed", lambda r: vf.workers_needed(r["load_s"], r["transform_s"], r["step_s"]),
+               lambda v: float(data_stall.workers_needed(v["load_s"], v["transform_s"], v["step_s"], headroom=1.2)),
+               "workers for 1.2x the appetite", "count"),
+        Signal("wait_s", lambda r: vf.steady_state_wait_s(r["load_s"], r["transform_s"], r["workers"], r["step_s"]),
+               lambda v: data_stall.steady_state_wait_s(v["load_s"], v["transform_s"], int(v["workers"]), v["step_s"]),
+               "data wait per step, steady state (s)", "number"),
+        Signal("wait_share", lambda r: f"{r['wait_s']} / ({r['wait_s']} + {r['step_s']})",
+               lambda v: v["wait_s"] / (v["wait_s"] + v["step_s"]), "data-wait share, steady state", "share"),
+        Signal("depth", lambda r: f"{r['workers']} * {r['prefetch']}", lambda v: float(int(v["workers"]) * int(v["prefetch"])),
+               "batches in flight (W x p)", "count"),
+        Signal("memory_gb", lambda r: _memory_gb(r),
+               lambda v: data_stall.pipeline_memory_bytes(int(round(v["batch_mb"] * 1e6)), int(v["workers"]),
+                                                          int(v["prefetch"])) / 1e9,
+               "host memory held (GB; twice with pinned memory)", "number"),
+    ),
+    chart=_pipeline_chart,
+    note=("The steady state without jitter, from <code>goodputlab.theory.data_stall</code>'s closed forms, "
+          "evaluated by Vega in this page (a test holds them to the Python package to 1e-9). How much prefetch "
+          "rides out <em>jittery</em> reads is the chapter's simulation (2,000 seeded reads replayed through the "
+          "DataLoader's rules, <code>depth_for_share</code>): it needs the notebook's kernel, in JupyterLab or on Binder."),
+)
+
+CALCULATORS: tuple[Calculator, ...] = (CLUSTER, INTERVAL, PIPELINE)
+
+
+# --- the pages ------------------------------------------------------------------------------------
+
+
+def page_path(calc: Calculator) -> str:
+    """The calculator page's path from the site's root."""
+    return f"{PAGES_DIR}/{calc.slug}.html"
+
+
+def for_chapter(pagename: str) -> list[Calculator]:
+    """The calculators of a chapter's page (``book/03_checkpoint_interval``)."""
+    return [c for c in CALCULATORS if c.chapter == pagename]
+
+
+def _page(calc: Calculator, chapter_title: str) -> str:
+    config = {
+        "spec": calc.vega_lite(),
+        "sliders": [s.__dict__ for s in calc.sliders],
+        "outputs": [{"name": s.name, "label": s.label, "kind": s.kind} for s in calc.signals if s.label],
+    }
+    # </script> cannot occur in JSON of our own text, but escape "<" anyway: the JSON sits in a script tag
+    data = json.dumps(config).replace("<", "\\u003c")
+    static = f"../{STATIC_DIR}"
+    chapter = f"../{calc.chapter}.html"
+    return f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
+<title>{html.escape(calc.title)} | goodputlab</title>
+<link rel="stylesheet" href="{static}/calculator.css">
+<script defer src="{static}/{BUNDLE}"></script>
+<script defer src="{static}/calculator.js"></script>
+<script type="application/json" id="calculator-config">{data}</script>
+</head>
+<body>
+<main>
+<nav><a href="../book/index.html">goodputlab</a> &middot; <a class="chapter" href="{chapter}">{html.escape(chapter_title)}</a>
+&middot; <a href="../book/calculators.html">all calculators</a></nav>
+<h1>{html.escape(calc.title)}</h1>
+<p>{calc.intro}</p>
+<form id="controls" onsubmit="return false"></form>
+<table id="outputs"></table>
+<div id="chart"></div>
+<p class="note">{calc.note} Runs in your browser: no server, no kernel, nothing downloaded.
+Back to <a href="{chapter}">{html.escape(chapter_title)}</a>.</p>
+</main>
+</body>
+</html>
+"""
+
+
+def vega_bundle(cache: str | Path | None = None) -> str:
+    """Vega, Vega-Lite and vega-embed as one script (vl-convert-python's bundle, no network).
+
+    Bundling takes seconds, so with ``cache`` (a folder) it is kept there, one file per
+    vl-convert version, and made again only when that version changes.
+    """
+    import vl_convert
+
+    if cache is None:
+        return vl_convert.javascript_bundle()
+    kept = Path(cache) / f"vega-bundle-{vl_convert.__version__}.js"
+    if not kept.exists():
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        partial = kept.with_suffix(".partial")
+        partial.write_text(vl_convert.javascript_bundle())
+        partial.replace(kept)  # whole or absent: two builds at once cannot leave half a bundle
+    return kept.read_text()
+
+
+def write_site(site: str | Path, chapter_titles: Mapping[str, str] | None = None,
+               cache: str | Path | None = None) -> list[Path]:
+    """Write every calculator page and the JavaScript they share into a built site; returns the pages.
+
+    ``chapter_titles`` maps a chapter's page name to the title its link shows (Sphinx's titles);
+    ``cache``: a folder that keeps the Vega bundle between builds (:func:`vega_bundle`).
+    """
+    site = Path(site)
+    static = site / STATIC_DIR
+    static.mkdir(parents=True, exist_ok=True)
+    (static / BUNDLE).write_text(vega_bundle(cache))
+    for name in ("calculator.js", "calculator.css"):
+        (static / name).write_text((STATIC / name).read_text())
+    written = []
+    for calc in CALCULATORS:
+        path = site / page_path(calc)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        title = (chapter_titles or {}).get(calc.chapter, calc.chapter.rsplit("/", 1)[-1])
+        path.write_text(_page(calc, title))
+        written.append(path)
+    return written
+
+
+def chapter_banner(calc: Calculator, from_page: str) -> str:
+    """The note a chapter's page carries at its top: a link to its live calculator."""
+    depth = from_page.count("/")
+    href = "../" * depth + page_path(calc)
+    return (
+        '<div class="admonition tip calculator-link"><p class="admonition-title">Live calculator</p>'
+        f'<p><a href="{href}">{html.escape(calc.title)}</a>: move the sliders in this browser, '
+        "no kernel needed.</p></div>\n"
+    )
