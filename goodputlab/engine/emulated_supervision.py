@@ -102,7 +102,7 @@ class EmulatedNodesSupervision(TorchrunSupervision):
             finally:
                 log.start()
         self.deadline_rdzv = time.monotonic() + config.rdzv_timeout
-        self.attempt_started = False
+        self.attempt_started = self.stepped = False
         self.last_step_t = time.monotonic()
         self.tell(attempt=self.attempt, phase="startup" if self.attempt == 0 else "restart")
 
@@ -145,7 +145,7 @@ class EmulatedNodesSupervision(TorchrunSupervision):
                 self.end_nodes()
                 raise self.jobs[0]._timed_out()
             timeout = self.config.hang_timeout
-            if timeout is not None and self.attempt_started and time.monotonic() - self.last_step_t >= timeout:
+            if timeout is not None and self.stepped and time.monotonic() - self.last_step_t >= timeout:
                 return "hang"
 
     def follow_nodes(self, new_events: list[dict]) -> str | None:
@@ -154,8 +154,16 @@ class EmulatedNodesSupervision(TorchrunSupervision):
             if e["attempt"] != self.attempt:
                 continue
             self.attempt_started = True
-            if e["kind"] == E.W_STEP_END:
+            if self.stepped:  # every event of a training attempt is a sign of progress (a save, a step's phases)
                 self.last_step_t = time.monotonic()
+            if e["kind"] in (E.M_FINISH, E.W_EXIT):
+                self.stepped = False  # trained: the agents' own exit may take a while, which is no hang
+            elif e["kind"] == E.W_STEP_END:  # the hang watchdog runs from the attempt's first step (not its start-up)
+                self.last_step_t = time.monotonic()
+                self.stepped = True
+                if self.partitions and not {"next_step_s", "detected_s"} & set(self.partitions[-1]) and self.partition is None \
+                        and e["t"] > self.partitions[-1]["t_down"]:  # the job trained on after the link came back
+                    self.partitions[-1]["next_step_s"] = round(e["t"] - self.partitions[-1]["t_down"], 6)
             if e["kind"] == E.W_STEP_END and e["rank"] == 0:
                 done = e["step"] + 1
                 if self.pending_node_kills and done >= self.pending_node_kills[0] and cause is None:
@@ -190,7 +198,7 @@ class EmulatedNodesSupervision(TorchrunSupervision):
             silent = time.monotonic() - self.last_step_t
             self.ev.emit(SUP_HANG, t=self.last_step_t - self.t0)
             self.ev.emit(E.SUP_FAILURE, cause=cause, silent_s=round(silent, 6))
-            if self.partitions:
+            if self.partitioned == self.attempt and "detected_s" not in self.partitions[-1]:
                 self.partitions[-1]["detected_s"] = round(time.monotonic() - self.t0 - self.partitions[-1]["t_down"], 6)
         else:
             node = int(self.node_rng.integers(self.nodes))
@@ -227,9 +235,12 @@ class EmulatedNodesSupervision(TorchrunSupervision):
         self.log = None
         for log in self.logs:
             log.close()
-        summary = super().finish()
-        summary["launcher"] = "torchrun (emulated nodes)"
-        summary["emulated_nodes"] = self.nodes
+        return super().finish()
+
+    def summary_extras(self) -> dict:
+        """The nodes, and each partition: its node, step, link down/up times (s on the run's clock), the time
+        from link down to the job's next step (``next_step_s``) or to the hang's verdict (``detected_s``)."""
+        extras = {"launcher": "torchrun (emulated nodes)", "emulated_nodes": self.nodes}
         if self.partitions:
-            summary["partitions"] = self.partitions
-        return summary
+            extras["partitions"] = self.partitions
+        return extras

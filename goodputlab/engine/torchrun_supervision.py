@@ -215,6 +215,10 @@ class TorchrunSupervision:
             exc.add_note(f"goodputlab: the run's summary could not be written: {e}")
             self.ev.close()
 
+    def summary_extras(self) -> dict:
+        """Fields a kind of job adds to its summary (none here)."""
+        return {}
+
     def finish(self) -> dict:
         """End the run's files: the supervisor's end, the job's merged event log, the summary."""
         from ..distributed.joblog import job_events, rank_totals
@@ -245,6 +249,7 @@ class TorchrunSupervision:
         summary["world_size"] = self.world
         summary["parallelism"] = next((e.get("parallelism") for e in events if e["kind"] == E.M_WORKER_INFO), None)
         summary["ranks"] = {str(r): {k: round(v, 6) for k, v in rank_totals(evs).items()} for r, evs in ranks.items()}
+        summary.update(self.summary_extras())
         write_atomic(out / "summary.json", json.dumps(summary, indent=1).encode())
         return summary
 
