@@ -24,6 +24,7 @@ pytestmark = pytest.mark.skipif(
     reason="emulated nodes need root (network namespaces) and iproute2; CI runs as root",
 )
 
+HANG_TIMEOUT_S = 4  # well above a tiny step or save on a loaded 2-core machine (tenths of a second)
 TINY = ["--model", "tiny", "--steps", "8", "--ckpt-every", "2", "--device", "cpu", "--json", "--quiet"]
 GOODPUTLAB = [sys.executable, "-m", "goodputlab.cli"]
 
@@ -76,26 +77,39 @@ def run(out: Path, *flags: str) -> dict:
 
 @pytest.fixture(scope="module")
 def twin_runs(tmp_path_factory):
-    """A 2-node run (1 rank each) with a whole-node kill after step 5, and its failure-free twin."""
+    """A 2-node run (1 rank each) with a partition after step 2 caught by --hang-timeout and a whole-node
+    kill after step 5, and its failure-free twin."""
     root = tmp_path_factory.mktemp("emulated")
     before = machine_state(root)
-    killed = run(root / "killed", "--emulate-nodes", "2", "--nproc", "1", "--kill-node-at-steps", "5")
+    killed = run(root / "killed", "--emulate-nodes", "2", "--nproc", "1", "--kill-node-at-steps", "5",
+                 "--partition-at-steps", "2", "--partition-s", "120", "--hang-timeout", str(HANG_TIMEOUT_S))
     after_kill = machine_state(root)
     twin = run(root / "twin", "--emulate-nodes", "2", "--nproc", "1")
     return {"root": root, "killed": killed, "twin": twin, "before": before, "after_kill": after_kill,
             "after": machine_state(root)}
 
 
-def test_a_whole_node_kill_is_booked_and_bit_exact_against_the_failure_free_twin(twin_runs):
+def test_a_partition_and_a_whole_node_kill_are_booked_and_bit_exact_against_the_failure_free_twin(twin_runs):
     killed, twin = twin_runs["killed"], twin_runs["twin"]
     assert killed["completed"] and twin["completed"]
-    assert killed["failures"] == 1 and twin["failures"] == 0
+    assert killed["failures"] == 2 and twin["failures"] == 0
     assert killed["world_size"] == twin["world_size"] == 2 and killed["emulated_nodes"] == 2
     assert killed["final_state_sha256"] == twin["final_state_sha256"]
     events = [json.loads(line) for line in (twin_runs["root"] / "killed" / "events.jsonl").read_text().splitlines()]
     failure = [e for e in events if e["kind"] == "failure"]
-    assert len(failure) == 1 and failure[0]["cause"] == "node_kill_at_step 5" and failure[0]["node"] in (0, 1)
-    assert {e["attempt"] for e in events if e["kind"] == "restored"} == {1}  # both ranks of attempt 1 resumed
+    assert [e["cause"] for e in failure] == ["hang", "node_kill_at_step 5"] and failure[1]["node"] in (0, 1)
+    # the node kill's relaunch resumed from the step-4 checkpoint (the hang's may start from scratch: the
+    # step-2 save needs the gather the partition cut)
+    assert 2 in {e["attempt"] for e in events if e["kind"] == "restored"}
+    assert max(e["attempt"] for e in events) == 2
+    # the partition: its link down and up, the silence until the verdict booked as a hang of its own
+    (partition,) = killed["partitions"]
+    assert partition["at_step"] == 2 and partition["t_up"] > partition["t_down"]
+    assert partition["detected_s"] >= HANG_TIMEOUT_S
+    assert killed["recovery"]["hang_detection_s"] and killed["recovery"]["hang_detection_s"][0] >= HANG_TIMEOUT_S
+    hang = next(e for e in events if e["kind"] == "hang")
+    assert failure[0]["t"] - hang["t"] >= HANG_TIMEOUT_S
+    assert [e["kind"] for e in events if e["kind"] in ("partition", "partition_end")] == ["partition", "partition_end"]
     assert killed["buckets"]["restart"] > 0 and killed["stop_reason"] == "completed"
 
 
