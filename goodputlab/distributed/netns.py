@@ -106,7 +106,7 @@ def _kill_namespace_processes(ns: str) -> None:
         time.sleep(0.02)
 
 
-def _remove(run: int, names_ns: list[str], names_links: list[str]) -> None:
+def _remove(names_ns: list[str], names_links: list[str]) -> None:
     for ns in names_ns:
         _kill_namespace_processes(ns)
         _ip("netns", "delete", ns, check=False)  # its eth0 goes with it, and the veth peer on the bridge
@@ -145,7 +145,7 @@ def remove_leftovers() -> list[int]:
             dead_links.setdefault(int(m[1]), []).append(link)
     runs = sorted(set(dead_ns) | set(dead_links))
     for run in runs:
-        _remove(run, dead_ns.get(run, []), dead_links.get(run, []))
+        _remove(dead_ns.get(run, []), dead_links.get(run, []))
     return runs
 
 
@@ -162,6 +162,7 @@ class EmulatedCluster:
         self.made_links: list[str] = []
 
     def namespace(self, node: int) -> str:
+        """The name of node ``node``'s network namespace."""
         return f"{PREFIX}-{self.run}-n{node}"
 
     def address(self, node: int) -> str:
@@ -228,7 +229,7 @@ class EmulatedCluster:
 
     def teardown(self) -> None:
         """Remove every process, namespace, veth and the bridge this cluster made; safe to call again."""
-        _remove(self.run, self.made_ns, self.made_links)
+        _remove(self.made_ns, self.made_links)
         self.made_ns, self.made_links = [], []
 
     def __enter__(self) -> EmulatedCluster:

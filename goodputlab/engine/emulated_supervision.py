@@ -149,6 +149,7 @@ class EmulatedNodesSupervision(TorchrunSupervision):
                 return "hang"
 
     def follow_nodes(self, new_events: list[dict]) -> str | None:
+        """The ranks' new events: progress (the hang watchdog's), a node kill that is due (its cause), a partition."""
         cause = None
         for e in sorted(new_events, key=lambda e: e["t"]):
             if e["attempt"] != self.attempt:
@@ -176,6 +177,7 @@ class EmulatedNodesSupervision(TorchrunSupervision):
         return cause
 
     def start_partition(self, step: int) -> None:
+        """Take one node's link down (chosen at random, seeded) after step ``step``, for ``--partition-s`` seconds."""
         node = int(self.node_rng.integers(self.nodes))
         self.cluster.set_link(node, up=False)
         now = time.monotonic()
@@ -185,6 +187,7 @@ class EmulatedNodesSupervision(TorchrunSupervision):
         self.partitions.append({"node": node, "at_step": step, "t_down": round(now - self.t0, 6)})
 
     def restore_partition(self, force: bool = False) -> None:
+        """Bring the cut link back up once its seconds are over (``force``: now)."""
         if self.partition is not None and (force or time.monotonic() >= self.partition[1]):
             self.cluster.set_link(self.partition[0], up=True)
             self.ev.emit(M_PARTITION_END, node=self.partition[0])
@@ -226,12 +229,14 @@ class EmulatedNodesSupervision(TorchrunSupervision):
             log.drain()
 
     def stop(self, exc: BaseException) -> None:
+        """The run stops early: no process, namespace or link left, and a summary that says why."""
         self.end_nodes()
         self.cluster.teardown()
         self.job = None
         super().stop(exc)
 
     def finish(self) -> dict:
+        """The nodes' logs closed, then the job's files as a torchrun job's (:meth:`summary_extras` added)."""
         self.log = None
         for log in self.logs:
             log.close()
