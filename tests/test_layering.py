@@ -17,7 +17,7 @@ its own layer and the ones below, never one above:
  2    run records        engine.events, logread, steps, fold, ledger, config, report, merge, recorder, recorder_files, recording, follow (pure)
  3    training           training.*, pipeline.*, checkpoints.*, engine.worker, the efficiency
                          sweep, serving's model side: torch lives here
- 4    launching          engine.supervisor, launch, supervision, torchrun_supervision, api, run_dir,
+ 4    launching          engine.supervisor, launch, supervision, torchrun_supervision, emulated_supervision, api, run_dir,
                          scratch, interrupts; serving.cluster
  5    experiments        experiments.*: real runs set beside the theory
  6    book               charts.*, widgets.*, labs.*, notebook, prose
@@ -105,6 +105,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     # 4 launching: start and watch processes
     ("goodputlab.engine", 4),
     ("goodputlab.distributed.launcher", 4),  # torchrun and its ranks, as the supervisor sees them
+    ("goodputlab.distributed.netns", 4),  # an emulated cluster's namespaces, links and their processes
     ("goodputlab.serving", 4),  # the launcher, and the package that offers it (loaded on first use)
     ("goodputlab.recovery.injector", 4),
     ("goodputlab.recovery.spare", 4),

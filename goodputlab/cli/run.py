@@ -37,6 +37,8 @@ examples:
       a RAM tier with every 4th save on disk, the interval from Daly's formula
   goodputlab run --nproc 2 --mtbf 30 --straggler-rank 1 --straggler-prob 0.5 --out runs/r5
       2 ranks under torchrun: a failure kills one rank, rank 1 straggles on half its steps
+  goodputlab run --emulate-nodes 2 --nproc 1 --kill-node-at-steps 200 --out runs/r7
+      2 emulated machines (network namespaces, as root), one of them killed whole after step 200
   goodputlab run --resume runs/r1
       continue a stopped run from its newest valid checkpoint, in the same event log
   goodputlab run --hot-spare --mtbf 8 --failure-mode hang --hang-timeout 2 --out runs/r6

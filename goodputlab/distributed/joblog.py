@@ -12,8 +12,10 @@ charts read a job of many ranks as they read one process:
 * the supervisor's phases go around them: ``start`` and ``spawn`` (of torchrun) before the
   first rank starts (the supervisor's later ``spawn`` events, torchrun's relaunches, are left
   out); each ``failure`` from the kill until the ranks of the next attempt start (what
-  the ranks of the killed attempt did after the kill is dropped by the ledger); ``teardown``
-  and ``end`` after the last rank has exited. A failure is given the job attempt it struck.
+  the ranks of the killed attempt did after the kill is dropped by the ledger); a ``hang`` (an
+  emulated cluster's supervisor saw no step for ``--hang-timeout`` seconds) from the job's last
+  step to its ``failure``, the ranks' phases in between dropped; ``teardown`` and ``end`` after
+  the last rank has exited. A failure or a hang is given the job attempt it struck.
 
 :func:`rank_totals` gives each rank's own seconds per phase, the figures behind "how long
 did the healthy ranks wait for the slowest".
@@ -64,13 +66,16 @@ def job_events(supervisor: Sequence[dict], ranks: Mapping[int, Sequence[dict]]) 
         if e["kind"] in (E.SUP_START, E.SUP_SPAWN):
             spawned = spawned or e["kind"] == E.SUP_SPAWN
             e["attempt"] = 0
-        elif e["kind"] == E.SUP_FAILURE:
+        elif e["kind"] in (E.SUP_FAILURE, E.SUP_HANG):  # a hang: from the job's last step to its verdict
             e["attempt"] = max((a for a, t in starts.items() if t <= e["t"]), default=0)
         else:  # teardown, end: after the last attempt
             e["attempt"] = max(last_attempt, e["attempt"])
         out.append(e)
     end = [e for e in out if e["kind"] == E.SUP_END]
     killed = {e["attempt"]: e["t"] for e in out if e["kind"] == E.SUP_FAILURE}
+    for e in out:  # a hung attempt: its ranks' phases from the hang's start on are the hang's time
+        if e["kind"] == E.SUP_HANG and e["attempt"] in killed:
+            killed[e["attempt"]] = min(killed[e["attempt"]], e["t"])
     # what the ranks of a killed attempt did from the kill on is the failure's time (the ledger drops it too)
     merged = [e for e in merged if not (e["kind"] in E.PHASES and e["t"] >= killed.get(e["attempt"], float("inf")))]
     body = [e for e in out if e["kind"] != E.SUP_END] + merged

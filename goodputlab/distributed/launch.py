@@ -33,8 +33,13 @@ from ..errors import ConfigError, check
 from ..validate import is_number, is_whole
 from .binding import bind_address, is_bindable_address
 
+#: The job attempts before this torchrun started (set by the supervisor of an emulated cluster, which
+#: relaunches every node's torchrun itself): a rank's attempt is this plus torchrun's restart count.
+ATTEMPT_BASE_ENV = "GOODPUTLAB_ATTEMPT_BASE"
 MAX_NPROC = 1024  # ranks on one machine; far past any machine's accelerators or cores
 MAX_NNODES = 100_000
+MAX_EMULATED_NODES = 8  # network namespaces on one machine (--emulate-nodes): each runs --nproc ranks
+MAX_PARTITION_S = 600.0
 MAX_STRAGGLER_FACTOR = 100.0  # a step 100 times slower is a hang, not a straggler
 DEFAULT_MONITOR_INTERVAL_S = 0.05  # torchrun's default is 0.1 s; a failure is noticed within this
 ENDPOINT_ALLOWED = (
@@ -99,7 +104,9 @@ class TorchrunLaunch:
     ``rdzv_timeout_s``: seconds the rendezvous may take before the launch gives up;
     ``bind_host``: the numeric address this machine's listening sockets of the job bind to
     (``None``: loopback on one machine, every interface on several; see
-    :func:`~goodputlab.distributed.binding.bind_address`).
+    :func:`~goodputlab.distributed.binding.bind_address`); ``rdzv_is_host``: whether this machine
+    hosts the c10d rendezvous store (``None``: torch decides by the endpoint's host name, which
+    fails for a node in a network namespace of its own).
     """
 
     nproc: int
@@ -112,6 +119,7 @@ class TorchrunLaunch:
     log_dir: str | None = None
     rdzv_timeout_s: float = DEFAULT_RDZV_TIMEOUT_S
     bind_host: str | None = None
+    rdzv_is_host: bool | None = None
 
     def __post_init__(self) -> None:
         check(is_whole(self.nproc) and 1 <= self.nproc <= MAX_NPROC, "nproc", self.nproc,
@@ -161,7 +169,8 @@ class TorchrunLaunch:
                     "--rdzv-conf", f"timeout={seconds}"]
         else:
             cmd += ["--rdzv-backend", "c10d", "--rdzv-endpoint", self.rdzv_endpoint, "--rdzv-id", self.rdzv_id,
-                    "--rdzv-conf", f"join_timeout={seconds},read_timeout={seconds}"]
+                    "--rdzv-conf", f"join_timeout={seconds},read_timeout={seconds}" + (
+                        "" if self.rdzv_is_host is None else f",is_host={str(self.rdzv_is_host).lower()}")]
         address = bind_address(self)
         if address is not None:  # MASTER_ADDR of the ranks' store: the address it listens on
             cmd += ["--local-addr", address]
@@ -203,7 +212,12 @@ FAULT_TOLERANCE = ("none", "torchft")
 
 def uses_torchrun(config) -> bool:
     """Does this run configuration start its worker under ``torchrun``? (More than one rank, or ``launcher="torchrun"``.)"""
-    return config.launcher == "torchrun" or config.nproc * config.nnodes > 1
+    return config.launcher == "torchrun" or config.nproc * config.nnodes > 1 or config.emulate_nodes >= 2
+
+
+def machines(config) -> int:
+    """Machines in the job: ``nnodes``, or the emulated nodes of ``--emulate-nodes``."""
+    return config.emulate_nodes if config.emulate_nodes >= 2 else config.nnodes
 
 
 #: Settings of the one-process engine (``goodputlab.recovery``) that a job under torchrun does not support,
@@ -220,6 +234,8 @@ _NOT_UNDER_TORCHRUN = (
 
 def _recovery_settings_under_torchrun(config) -> None:
     for name, needed, allowed in _NOT_UNDER_TORCHRUN:
+        if name == "hang_timeout" and config.emulate_nodes >= 2:
+            continue  # the emulated cluster's supervisor watches the job's steps (a partition's hang)
         value = getattr(config, name)
         check(value == needed, name, value, allowed)
 
@@ -263,8 +279,9 @@ def check_scale_out(config) -> None:
     """
     check(config.launcher in LAUNCHERS, "launcher", config.launcher, f"one of {', '.join(LAUNCHERS)}")
     launch = launch_of(config)
-    world = launch.world_size
-    check_batch_split(config.resolved_batch_size(), config.nproc, config.nnodes)
+    world = config.nproc * machines(config)
+    check_batch_split(config.resolved_batch_size(), config.nproc, machines(config))
+    _emulated_nodes_settings(config)
     if uses_torchrun(config):
         check(config.ckpt != "memory", "ckpt", config.ckpt,
               f"sync, async or dcp with {world} rank{'s' if world > 1 else ''} under torchrun (a job under torchrun saves sharded DCP "
@@ -294,6 +311,29 @@ def check_scale_out(config) -> None:
               "the state before the group restarts)")
         check(not (config.model == "large" and config.device == "cuda"), "ckpt_jit", True,
               "not with FSDP (--model large on CUDA): a rank alone does not hold the whole state")
+
+
+def _emulated_nodes_settings(config) -> None:
+    """``--emulate-nodes``: 0 or 2 or more nodes, on this machine only, whole-group restarts; node faults need it."""
+    n = config.emulate_nodes
+    check(n == 0 or n >= 2, "emulate_nodes", n, f"0 (off) or 2 to {MAX_EMULATED_NODES} nodes")
+    for name in ("kill_node_at_steps", "partition_at_steps"):
+        steps = getattr(config, name)
+        check(not steps or n >= 2, name, ",".join(map(str, steps)), "only with --emulate-nodes 2 or more")
+        for s in steps:
+            check(1 <= s < config.steps, name, s, f"steps between 1 and steps-1 ({config.steps - 1})")
+    if n == 0:
+        return
+    need = "with --emulate-nodes"
+    check(config.nnodes == 1, "nnodes", config.nnodes, f"1 {need} (the emulated nodes are the machines)")
+    check(config.rdzv_endpoint is None, "rdzv_endpoint", config.rdzv_endpoint,
+          f"not given {need} (the rendezvous is on node 0's namespace address)")
+    check(config.node_rank is None, "node_rank", config.node_rank, f"not given {need} (each node gets its own)")
+    check(config.fault_tolerance == "none", "fault_tolerance", config.fault_tolerance, f"none {need}")
+    whole_nodes = "its failures are whole nodes and links: --kill-node-at-steps, --partition-at-steps"
+    check(config.mtbf == 0, "mtbf", config.mtbf, f"0 {need} ({whole_nodes})")
+    check(not config.kill_at_steps, "kill_at_steps", ",".join(map(str, config.kill_at_steps)),
+          f"nothing {need} ({whole_nodes})")
 
 
 def _torchft_settings(config) -> None:

@@ -74,17 +74,26 @@ def rendezvous_file() -> str:
 class TorchrunJob:
     """A running ``torchrun`` job of ``launch.nproc`` local ranks training the run in ``out``."""
 
-    def __init__(self, launch: TorchrunLaunch, out: Path, t0: float, python: str, stdout_fd: int, env: dict[str, str]):
+    def __init__(self, launch: TorchrunLaunch, out: Path, t0: float, python: str, stdout_fd: int, env: dict[str, str],
+                 wrap=None, listen: dict[str, str] | None = None):
+        """``wrap``: a function that turns torchrun's command into the one to run (a node's ``ip netns exec``);
+        ``listen``: the environment that binds the ranks' sockets, given by a caller that starts torchrun in a
+        network namespace of its own (where every interface is the node's: no exposure warning)."""
         self.launch = launch
         self.out = out
         (out / RANKS_DIR).mkdir(exist_ok=True)
-        warning = exposure_warning(launch)
+        warning = exposure_warning(launch) if listen is None else None
         if warning is not None:
             warnings.warn(warning, NetworkExposureWarning, stacklevel=2)
         address = bind_address(launch)
-        env = {**env, **listen_env(address)} if address is not None else env
+        if listen is not None:
+            env = {**env, **listen}
+        elif address is not None:
+            env = {**env, **listen_env(address)}
         self.rdzv_file = rendezvous_file() if launch.nnodes == 1 else None
         cmd = launch.command(python, WORKER_MODULE, ["--run-dir", str(out), "--t0", repr(t0)], rdzv_file=self.rdzv_file)
+        if wrap is not None:
+            cmd = wrap(cmd)
         self.deadline = time.monotonic() + launch.rdzv_timeout_s  # for the first rank to start
         self.started = False  # has any rank started (the rendezvous is done)?
         # its own session: one killpg reaches the agent (the ranks have sessions of their own)

@@ -22,6 +22,8 @@ from typing import Any, Mapping
 import torch
 import torch.distributed as dist
 
+from .launch import ATTEMPT_BASE_ENV
+
 GROUP_TIMEOUT_S = 120.0  # a collective that waits this long for a rank that is gone raises
 
 
@@ -48,7 +50,9 @@ class RankEnv:
             local_rank=int(env["LOCAL_RANK"]),
             world_size=world,
             local_world_size=int(env.get("LOCAL_WORLD_SIZE", world)),
-            restart_count=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
+            # an emulated cluster's supervisor relaunches every node's torchrun itself: the job's attempt
+            # is its count of relaunches plus torchrun's own restarts
+            restart_count=int(env.get(ATTEMPT_BASE_ENV, "0")) + int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
         )
 
 

@@ -214,6 +214,26 @@ class RunConfig:
         "train on while a failed one relaunches and heals from a peer (pip install 'goodputlab[ft]')",
         validate.Choice(launch.FAULT_TOLERANCE), "distributed", "MODE",
     )
+    emulate_nodes: int = setting(
+        0, "emulate this many machines on this one, each in a network namespace of its own on a private bridge, "
+        "--nproc ranks each (needs root or CAP_NET_ADMIN; docs/DISTRIBUTED.md)",
+        validate.Whole(0, launch.MAX_EMULATED_NODES, unit="nodes"), "distributed", "N", default_text="0: off",
+    )
+    kill_node_at_steps: tuple[int, ...] = setting(
+        (), "with --emulate-nodes: kill every process of one node at once after these steps, e.g. 30,80",
+        validate.WholeList(validate.Whole(), text="comma-separated step numbers, e.g. 30,80"), "distributed", "STEPS",
+        default_text="",
+    )
+    partition_at_steps: tuple[int, ...] = setting(
+        (), "with --emulate-nodes: take one node's link down after these steps for --partition-s seconds",
+        validate.WholeList(validate.Whole(), text="comma-separated step numbers, e.g. 30,80"), "distributed", "STEPS",
+        default_text="",
+    )
+    partition_s: float = setting(
+        5.0, "seconds a partition keeps the node's link down",
+        validate.Number(0, launch.MAX_PARTITION_S, low_open=True, text=f"seconds > 0 and <= {launch.MAX_PARTITION_S:.0f}"),
+        "distributed", "SECONDS",
+    )
     straggler_rank: int | None = setting(
         None, "the rank that straggles (--straggler-prob and --straggler-factor say how)",
         validate.Optional(validate.Whole(0)), "distributed", "RANK",
@@ -295,6 +315,8 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["kill_at_steps"] = list(self.kill_at_steps)
+        d["kill_node_at_steps"] = list(self.kill_node_at_steps)
+        d["partition_at_steps"] = list(self.partition_at_steps)
         d["ckpt_omit"] = list(self.ckpt_omit)
         return d
 
@@ -305,7 +327,7 @@ class RunConfig:
         if unknown:
             raise ConfigError(unknown[0], d[unknown[0]], f"a known setting ({', '.join(sorted(names))})")
         d = dict(d)
-        for name in ("kill_at_steps", "ckpt_omit"):
+        for name in ("kill_at_steps", "kill_node_at_steps", "partition_at_steps", "ckpt_omit"):
             if isinstance(d.get(name), list):
                 d[name] = tuple(d[name])
         return cls(**d)

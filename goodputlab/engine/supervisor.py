@@ -59,6 +59,10 @@ def run_supervised(
         raise ConfigError("fault_tolerance", config.fault_tolerance, INSTALL_HINT)  # one line, before the folder is claimed
     if config.failure_mode == DISK_FULL:
         check_fillable(out)  # before the folder is claimed: a refused run touches nothing
+    if config.emulate_nodes >= 2:
+        from ..distributed.netns import check_privilege
+
+        check_privilege(config.emulate_nodes)  # before the folder is claimed: one line, exit 2
     with StopSignals():
         run_dir = claim_run_dir(out, overwrite=config.overwrite, resume=resume)
         try:
@@ -66,6 +70,10 @@ def run_supervised(
 
             if config.fault_tolerance == "torchft":
                 return TorchftSupervision(config, run_dir, progress, resume, python, announce).run()
+            if config.emulate_nodes >= 2:
+                from .emulated_supervision import EmulatedNodesSupervision
+
+                return EmulatedNodesSupervision(config, run_dir, progress, resume, python, announce).run()
             if uses_torchrun(config):
                 return TorchrunSupervision(config, run_dir, progress, resume, python, announce).run()
             return _supervise(config, run_dir, progress, resume, python, announce)

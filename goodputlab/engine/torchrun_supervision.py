@@ -73,6 +73,7 @@ class TorchrunSupervision:
                                                     announce=announce, on_each=f"{config.nproc} ranks")
         self.config, self.run_dir, self.progress, self.python = config, run_dir, progress, python
         self.out = run_dir.path
+        self.world = config.nproc * config.nnodes  # ranks in the job
         self.failure_rng = poisson_failure_rng(config.seed)
         self.rank_rng = np.random.default_rng([config.seed, 0x4A4E])  # which rank a failure strikes
         self.pending_kills = sorted(config.kill_at_steps)
@@ -213,6 +214,10 @@ class TorchrunSupervision:
             exc.add_note(f"goodputlab: the run's summary could not be written: {e}")
             self.ev.close()
 
+    def summary_extras(self) -> dict:
+        """Fields a kind of job adds to its summary (none here)."""
+        return {}
+
     def finish(self) -> dict:
         """End the run's files: the supervisor's end, the job's merged event log, the summary."""
         from ..distributed.joblog import job_events, rank_totals
@@ -228,7 +233,7 @@ class TorchrunSupervision:
         self.ev.emit(E.SUP_END, completed=self.completed, reason=self.reason, resume_step=resume_step)
         self.ev.close()
         ranks = {}
-        for r in range(config.nproc * config.nnodes):
+        for r in range(self.world):
             try:
                 ranks[r] = read_events(rank_log(out, r))
             except FileNotFoundError:
@@ -240,9 +245,10 @@ class TorchrunSupervision:
         summary["launcher"] = "torchrun"
         summary["threads"] = config.threads  # torch threads per rank
         add_restart_check(summary, config)
-        summary["world_size"] = config.nproc * config.nnodes
+        summary["world_size"] = self.world
         summary["parallelism"] = next((e.get("parallelism") for e in events if e["kind"] == E.M_WORKER_INFO), None)
         summary["ranks"] = {str(r): {k: round(v, 6) for k, v in rank_totals(evs).items()} for r, evs in ranks.items()}
+        summary.update(self.summary_extras())
         write_atomic(out / "summary.json", json.dumps(summary, indent=1).encode())
         return summary
 

@@ -75,7 +75,11 @@ M_STANDBY_SPAWNED = "standby_spawned"  # {"standby", "pid"}: a hot spare was lau
 M_EXPOSED = "exposed"  # {"clock"}: a worker's failure clock started (its first step, or its launch with
 #                         --failure-clock wall; a handover; again after a failure it survived)
 
-MARKERS = frozenset({M_FAILURE_INJECTED, M_CKPT_FAILED, M_DISK_FREED, M_STANDBY_SPAWNED, M_EXPOSED})
+M_PARTITION = "partition"  # {"node", "at_step", "seconds"}: an emulated node's link went down (--partition-at-steps)
+M_PARTITION_END = "partition_end"  # {"node"}: its link is up again
+
+MARKERS = frozenset({M_FAILURE_INJECTED, M_CKPT_FAILED, M_DISK_FREED, M_STANDBY_SPAWNED, M_EXPOSED, M_PARTITION,
+                     M_PARTITION_END})
 
 
 def category_of(kind: str) -> str | None:

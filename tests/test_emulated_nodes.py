@@ -1,0 +1,166 @@
+"""An emulated cluster (``--emulate-nodes``): real network namespaces, real torchrun agents, real kills.
+
+Needs root (network namespaces); skipped, with the reason, elsewhere. Every test compares what the
+machine holds before and after (``ip netns list``, the links, the processes): nothing a run made may
+outlive it, on success, after a whole-node kill and after SIGTERM. The whole-node kill is bit-exact
+against its failure-free twin.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from goodputlab.distributed import netns
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("unshare") is None,
+    reason="emulated nodes need root (network namespaces) and iproute2; CI runs as root",
+)
+
+HANG_TIMEOUT_S = 4  # well above a tiny step or save on a loaded 2-core machine (tenths of a second)
+TINY = ["--model", "tiny", "--steps", "8", "--ckpt-every", "2", "--device", "cpu", "--json", "--quiet"]
+GOODPUTLAB = [sys.executable, "-m", "goodputlab.cli"]
+
+
+def machine_state(folder: Path) -> tuple[list[str], list[str], set[int]]:
+    """The namespaces and links of the emulated clusters on this machine (any run's), and the torchrun
+    agents and ranks of the runs in ``folder`` (other jobs on the machine are not this test's)."""
+    ours = [ns for ns in netns.namespaces() if ns.startswith(netns.PREFIX + "-")]
+    links = [link for link in netns.links() if link.startswith(netns.PREFIX)]
+    procs = set()
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                cmd = (p / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(folder).encode() in cmd and (b"torch.distributed.run" in cmd or b"goodputlab.distributed.worker" in cmd):
+                procs.add(int(p.name))
+    return sorted(ours), sorted(links), procs
+
+
+def listeners(ns: str) -> list[tuple[str, int]]:
+    """The TCP sockets listening in namespace ``ns``: ``(address, port)`` (from its own /proc/net/tcp{,6})."""
+    import ipaddress
+
+    found = []
+    for table in ("tcp", "tcp6"):
+        text = subprocess.run(["ip", "netns", "exec", ns, "cat", f"/proc/net/{table}"], capture_output=True,
+                              text=True, check=True).stdout
+        for line in text.splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            if state != "0A":  # LISTEN
+                continue
+            hex_addr, hex_port = local.split(":")
+            raw = bytes.fromhex(hex_addr)
+            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))  # each 32-bit word is little-endian
+            address = ipaddress.ip_address(raw)
+            if address.version == 6 and address.ipv4_mapped is not None:
+                address = address.ipv4_mapped
+            found.append((str(address), int(hex_port, 16)))
+    return found
+
+
+def run(out: Path, *flags: str) -> dict:
+    proc = subprocess.run([*GOODPUTLAB, "run", *flags, *TINY, "--out", str(out)], capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def twin_runs(tmp_path_factory):
+    """A 2-node run (1 rank each) with a partition after step 2 caught by --hang-timeout and a whole-node
+    kill after step 5, and its failure-free twin."""
+    root = tmp_path_factory.mktemp("emulated")
+    before = machine_state(root)
+    killed = run(root / "killed", "--emulate-nodes", "2", "--nproc", "1", "--kill-node-at-steps", "5",
+                 "--partition-at-steps", "2", "--partition-s", "120", "--hang-timeout", str(HANG_TIMEOUT_S))
+    after_kill = machine_state(root)
+    twin = run(root / "twin", "--emulate-nodes", "2", "--nproc", "1")
+    return {"root": root, "killed": killed, "twin": twin, "before": before, "after_kill": after_kill,
+            "after": machine_state(root)}
+
+
+def test_a_partition_and_a_whole_node_kill_are_booked_and_bit_exact_against_the_failure_free_twin(twin_runs):
+    killed, twin = twin_runs["killed"], twin_runs["twin"]
+    assert killed["completed"] and twin["completed"]
+    assert killed["failures"] == 2 and twin["failures"] == 0
+    assert killed["world_size"] == twin["world_size"] == 2 and killed["emulated_nodes"] == 2
+    assert killed["final_state_sha256"] == twin["final_state_sha256"]
+    events = [json.loads(line) for line in (twin_runs["root"] / "killed" / "events.jsonl").read_text().splitlines()]
+    failure = [e for e in events if e["kind"] == "failure"]
+    assert [e["cause"] for e in failure] == ["hang", "node_kill_at_step 5"] and failure[1]["node"] in (0, 1)
+    # the node kill's relaunch resumed from the step-4 checkpoint (the hang's may start from scratch: the
+    # step-2 save needs the gather the partition cut)
+    assert 2 in {e["attempt"] for e in events if e["kind"] == "restored"}
+    assert max(e["attempt"] for e in events) == 2
+    # the partition: its link down and up, the silence until the verdict booked as a hang of its own
+    (partition,) = killed["partitions"]
+    assert partition["at_step"] == 2 and partition["t_up"] > partition["t_down"]
+    assert partition["detected_s"] >= HANG_TIMEOUT_S
+    assert killed["recovery"]["hang_detection_s"] and killed["recovery"]["hang_detection_s"][0] >= HANG_TIMEOUT_S
+    hang = next(e for e in events if e["kind"] == "hang")
+    assert failure[0]["t"] - hang["t"] >= HANG_TIMEOUT_S
+    assert [e["kind"] for e in events if e["kind"] in ("partition", "partition_end")] == ["partition", "partition_end"]
+    assert killed["buckets"]["restart"] > 0 and killed["stop_reason"] == "completed"
+
+
+def test_a_run_leaves_no_namespace_link_or_process(twin_runs):
+    assert twin_runs["after_kill"] == twin_runs["before"]
+    assert twin_runs["after"] == twin_runs["before"]
+
+
+def test_sigterm_stops_every_node_and_removes_the_cluster(tmp_path):
+    before = machine_state(tmp_path)
+    out = tmp_path / "r"
+    proc = subprocess.Popen([*GOODPUTLAB, "run", "--emulate-nodes", "2", "--nproc", "1", "--model", "tiny",
+                             "--steps", "100000", "--device", "cpu", "--quiet", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list((out / "ranks").glob("events-rank*.jsonl")) and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    during = machine_state(tmp_path)
+    assert len(during[0]) == len(before[0]) + 2 and len(during[2]) > len(before[2])  # the cluster was up
+    run_id = proc.pid
+    for node, ns in enumerate((f"gpl-{run_id}-n0", f"gpl-{run_id}-n1")):
+        # every listening socket of a node binds its own address (the ranks' store, gloo) or, torch's
+        # rendezvous store on node 0, every interface of the node's namespace: its address and loopback
+        own = f"10.200.0.{node + 1}"
+        for address, port in listeners(ns):
+            assert address == own or (node == 0 and port == 29500 and address in ("0.0.0.0", "::")), (ns, address, port)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert machine_state(tmp_path) == before
+    assert json.loads((out / "summary.json").read_text())["stop_reason"] == "interrupted by SIGTERM"
+
+
+def test_leftovers_of_a_dead_run_are_removed_with_their_processes():
+    dead = 5_000_000 + os.getpid() % 100_000  # above the largest pid_max (2**22): no live process has this id
+    cluster = netns.EmulatedCluster(2, run=dead).setup()
+    sleeper = subprocess.Popen(cluster.wrap(1, ["sleep", "300"]))
+    assert cluster.pids(1) == [sleeper.pid]
+    assert dead in netns.remove_leftovers()
+    assert sleeper.wait(timeout=10) == -signal.SIGKILL
+    assert not [ns for ns in netns.namespaces() if ns.startswith(f"gpl-{dead}-")]
+    assert not [link for link in netns.links() if link.startswith(f"gpl{dead}")]
+    assert not list(netns.ETC_NETNS.glob(f"gpl-{dead}-*"))
+
+
+def test_without_the_privilege_one_line_and_exit_2(tmp_path):
+    # a user namespace without a mapping: this process is nobody there, with no capability
+    proc = subprocess.run(["unshare", "--user", *GOODPUTLAB, "run", "--emulate-nodes", "2", *TINY,
+                           "--out", str(tmp_path / "r")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "--emulate-nodes 2 is invalid" in proc.stderr
+    assert "--nproc N without --emulate-nodes" in proc.stderr
+    assert not (tmp_path / "r").exists()
