@@ -211,14 +211,3 @@ def degraded_steps(recording: Mapping[str, Any], mode: str = "torchft") -> int:
     for step, _, _ in r["losses"]:
         per_step[step] = per_step.get(step, 0) + 1
     return sum(1 for n in per_step.values() if n < groups)
-
-
-def survivors_lost_s(recording: Mapping[str, Any], mode: str = "torchft") -> float:
-    """The job's share of the compute the surviving replicas discarded (seconds; 0 for a restart's log)."""
-    return float(recording["runs"][mode]["summary"].get("lost_work_survivors_s", 0.0))
-
-
-def shares(summary: Mapping[str, Any]) -> dict[str, float]:
-    """Each category's share of a summary's wall time."""
-    wall = summary["wall_s"]
-    return {c: summary["buckets"].get(c, 0.0) / wall if wall > 0 else 0.0 for c in C.CATEGORIES}
