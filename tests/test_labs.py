@@ -32,7 +32,7 @@ from goodputlab.engine.api import RunResult
 from goodputlab.engine.ledger import surviving_executions
 from goodputlab.experiments.interval_sweep import measure_timings
 from goodputlab.labs import (
-    CheckResult, Scoreboard, lab01, lab02, lab03, lab04, lab05, lab06, lab07, lab08, lab09, lab10,
+    CheckResult, Scoreboard, lab01, lab02, lab03, lab04, lab05, lab06, lab07, lab08, lab09, lab10, lab11,
 )
 from goodputlab.theory import optimal_ckpt_every, young_interval
 
@@ -447,8 +447,47 @@ def lab10_cases() -> list[Case]:
     ]
 
 
+def lab11_cases() -> list[Case]:
+    ft = gl.experiments.in_job.load_recording(gl.experiments.in_job.find_recording(ROOT))["runs"]["torchft"]["summary"]
+    own = [r[C.DEGRADED] for r in ft["replicas"].values()]
+    lam, w = lab11.llama3_rate_per_s(), lab11.RELAUNCH_S + lab11.HEAL_S
+    q = lab11.away_share(8)
+    cycle = lab11.INTERVAL_S / (lab11.INTERVAL_S + lab11.BLOCKING_S)
+    rows = [{"recovery": "restart", "replica_groups": 1, "job_restarts_mean": 460.0},
+            {"recovery": "in-job", "replica_groups": 2, "job_restarts_mean": 8.0},
+            {"recovery": "in-job", "replica_groups": 4, "job_restarts_mean": 0.0},
+            {"recovery": "in-job", "replica_groups": 8, "job_restarts_mean": 0.0}]
+    return [
+        Case(11, 1, lab11.check_job_degraded_s, args=(ft,), right=sum(own) / len(own), mistakes=[
+            ("adding the replicas' degraded seconds instead of taking their mean", sum(own), "take the mean"),
+            ("a share of the wall time instead of seconds", sum(own) / len(own) / ft["wall_s"], "seconds"),
+        ]),
+        Case(11, 2, lab11.check_away_share, right=q, mistakes=[
+            ("the job's rate instead of one group's", 1 - math.exp(-lam * w), "lambda / G"),
+            ("counting only the heal", 1 - math.exp(-lam * lab11.HEAL_S / 8), "only the heal"),
+            ("counting only the relaunch", 1 - math.exp(-lam * lab11.RELAUNCH_S / 8), "only the relaunch"),
+            ("the first-order lambda W / G", lam * w / 8, "first-order"),
+        ]),
+        Case(11, 3, lab11.check_in_job_goodput, right=(1 - q) * cycle, mistakes=[
+            ("leaving out the saves", 1 - q, "leaves out the checkpoint saves"),
+            ("the saves alone", cycle, "saves alone"),
+            ("blocking for the whole persist", (1 - q) * lab11.INTERVAL_S / (lab11.INTERVAL_S + lab11.PERSIST_S),
+             "whole persist"),
+        ]),
+        Case(11, 4, lab11.check_degraded_gain, right=2 / 3, mistakes=[
+            ("the batch ratio M / M0", 0.5, "batch ratio"),
+            ("the statistical efficiency per sample", 4 / 3, "per sample"),
+            ("what the step loses instead of what it makes", 1 / 3, "loses"),
+        ]),
+        Case(11, 5, lab11.check_fewest_groups, args=(rows,), right=4, mistakes=[
+            ("the first in-job setting, which still restarts", 2, "still restarts"),
+            ("a larger setting that never restarts either", 8, "the fewest"),
+        ]),
+    ]
+
+
 CASES = [c for make in (lab01_cases, lab02_cases, lab03_cases, lab04_cases, lab05_cases, lab06_cases, lab07_cases,
-                        lab08_cases, lab09_cases, lab10_cases)
+                        lab08_cases, lab09_cases, lab10_cases, lab11_cases)
          for c in make()]
 MISTAKES = [(c, m) for c in CASES for m in c.mistakes]
 
@@ -607,7 +646,7 @@ def test_scoreboard_counts():
 # --- the notebooks -------------------------------------------------------------------------------------------
 
 LABS = sorted(p.name for p in (ROOT / "labs").glob("[0-9][0-9]_*.ipynb"))
-CHECKS_PER_LAB = {"01": 4, "02": 5, "03": 5, "04": 5, "05": 4, "06": 5, "07": 5, "08": 4, "09": 5, "10": 5}
+CHECKS_PER_LAB = {"01": 4, "02": 5, "03": 5, "04": 5, "05": 4, "06": 5, "07": 5, "08": 4, "09": 5, "10": 5, "11": 5}
 
 
 def _cells(path) -> list[tuple[str, str]]:

@@ -94,3 +94,30 @@ def where_the_rest_went(rows: Iterable[Mapping[str, Any]], width: int = 360) -> 
         .add_params(pick)
         .properties(width=width, height=24 * max(1, len(rows)), title="where the time that was not productive went")
     )
+
+
+def replica_timeline(rows: Iterable[Mapping[str, Any]], width: int = 620) -> alt.Chart:
+    """Each replica's (or rank's) timeline as bars along the wall clock, in the ledger's colours.
+
+    ``rows``: :func:`goodputlab.experiments.in_job.timeline_rows` (``lane``, ``start``, ``end`` in
+    seconds, ``category``); one lane per replica of each run, the restart's lanes first. Clicking a
+    legend entry highlights one category (selection ``timeline_pick``).
+    """
+    rows = [dict(r) for r in rows]
+    lanes = list(dict.fromkeys(r["lane"] for r in rows))
+    shown = [c for c in CATEGORIES if any(r["category"] == c for r in rows)]
+    pick = alt.selection_point(name="timeline_pick", fields=["category"], bind="legend")
+    return (
+        alt.Chart(alt.InlineData(values=rows))
+        .mark_bar(height=16)
+        .encode(
+            x=alt.X("start:Q", title="wall time (s)"),
+            x2="end:Q",
+            y=alt.Y("lane:N", sort=lanes, title=None),
+            color=alt.Color("category:N", title="category", scale=alt.Scale(domain=shown, range=[COLORS[c] for c in shown])),
+            opacity=alt.condition(pick, alt.value(1.0), alt.value(0.25)),
+            tooltip=["lane:N", "category:N", alt.Tooltip("start:Q", format=".2f"), alt.Tooltip("end:Q", format=".2f")],
+        )
+        .add_params(pick)
+        .properties(width=width, height=26 * max(1, len(lanes)), title="each replica's time: restart against in-job recovery")
+    )

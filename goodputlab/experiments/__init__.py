@@ -16,7 +16,9 @@ what they measured, and puts a model of :mod:`goodputlab.theory` beside them:
   the failure modes, the hot spare against a cold restart (chapter 6).
 - :mod:`~goodputlab.experiments.scaling`: the same work on one and on several ranks, a
   straggler's cost and a sharded save's per rank against the models, the simulator on a
-  run's measured costs (chapter 7).
+  run's measured costs (chapter 7);
+- :mod:`~goodputlab.experiments.in_job`: the same kills restarted from a checkpoint and
+  recovered in-job by torchft, and a compact recording of the pair (chapter 11).
 
 Importing this package is cheap: the modules load on first use, and torch only
 where a measurement trains.
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import importlib
 
-_MODULES = ("checkpoint_stall", "data_stall", "interval_sweep", "recovery", "scaling", "strategy_compare")
+_MODULES = ("checkpoint_stall", "data_stall", "in_job", "interval_sweep", "recovery", "scaling", "strategy_compare")
 
 
 def __getattr__(name: str):

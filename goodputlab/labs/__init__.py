@@ -9,10 +9,10 @@ raises, whatever the answer.
 
 from __future__ import annotations
 
-from . import lab01, lab02, lab03, lab04, lab05, lab06, lab07, lab08, lab09, lab10
+from . import lab01, lab02, lab03, lab04, lab05, lab06, lab07, lab08, lab09, lab10, lab11
 from .checks import CheckResult, Scoreboard, lab_run
 
 __all__ = [
-    "CheckResult", "Scoreboard", "lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07", "lab08", "lab09", "lab10",
+    "CheckResult", "Scoreboard", "lab01", "lab02", "lab03", "lab04", "lab05", "lab06", "lab07", "lab08", "lab09", "lab10", "lab11",
     "lab_run",
 ]

@@ -17,6 +17,7 @@ from .capstone import CapstonePanel  # chapter 10
 from .claim import ClaimPanel  # chapter 10
 from .dashboard import WorkshopDashboard  # the workshop's dashboard (labs/dashboard.ipynb)
 from .efficiency import EfficiencyPanel  # chapter 8
+from .in_job import InJobPanel  # chapter 11
 from .pipeline import DepthCalculator, PipelinePanel  # chapter 5
 from .recovery import RecoveryRunPanel  # chapter 6
 from .recovery_at_scale import PolicyPanel, RecoveryPanel  # chapters 2 and 3
@@ -34,6 +35,7 @@ __all__ = [
     "ClusterPanel",
     "DepthCalculator",
     "EfficiencyPanel",
+    "InJobPanel",
     "IntervalPanel",
     "PanelView",
     "PipelinePanel",
