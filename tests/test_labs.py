@@ -410,6 +410,8 @@ def lab10_cases() -> list[Case]:
     ettr = 1 - b[C.LOST_WORK] - b[C.RESTART] - b[C.CHECKPOINT_RESTORE]
     t = measure_timings(rec("lab01").events)
     m = base.scenario.job_mtbf_s
+    implied = gl.theory.claim.explain(**lab10.CLAIM).implied
+    published = gl.theory.claim.RANGES["storage_per_gpu_mbps"]
     return [
         Case(10, 1, lab10.check_checkpoint_tb, right=tb, mistakes=[
             ("counting the gradients (16 bytes per parameter)", 70e9 * 16 / 1e12, "gradients"),
@@ -443,6 +445,16 @@ def lab10_cases() -> list[Case]:
             ("the cluster's MTBF in hours", t.save_s / 20.0 * m / 3600, "in hours"),
             ("the cluster's own save", base.blocking_s, "cluster's own save"),
             ("the ratio upside down", 20.0 / t.save_s * m, "upside down"),
+        ]),
+        Case(10, 6, lab10.check_claim_storage, right=implied["storage_per_gpu_mbps"], mistakes=[
+            ("the whole cluster's bandwidth in GB/s", implied["storage_gbps"], "per GPU, in MB/s"),
+            ("the whole cluster's bandwidth in MB/s", 1000 * implied["storage_gbps"], "divide by"),
+            ("GB/s per GPU instead of MB/s", implied["storage_per_gpu_mbps"] / 1000, "give MB/s"),
+            ("the published range instead of what the claim needs", published.low, "low end of the published range"),
+            ("the implied save time", implied["save_s"], "save, in seconds"),
+        ]),
+        Case(10, 6, lab10.check_claim_verdict, right="implausible", mistakes=[
+            ("plausible because its failure rate is", "plausible", "every implied value"),
         ]),
     ]
 
@@ -646,7 +658,7 @@ def test_scoreboard_counts():
 # --- the notebooks -------------------------------------------------------------------------------------------
 
 LABS = sorted(p.name for p in (ROOT / "labs").glob("[0-9][0-9]_*.ipynb"))
-CHECKS_PER_LAB = {"01": 4, "02": 5, "03": 5, "04": 5, "05": 4, "06": 5, "07": 5, "08": 4, "09": 5, "10": 5, "11": 5}
+CHECKS_PER_LAB = {"01": 4, "02": 5, "03": 5, "04": 5, "05": 4, "06": 5, "07": 5, "08": 4, "09": 5, "10": 7, "11": 5}
 
 
 def _cells(path) -> list[tuple[str, str]]:

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..categories import CHECKPOINT_RESTORE, DATA_WAIT, LOST_WORK, PRODUCTIVE, RESTART
 from ..theory import capstone as cap
+from ..theory import claim as claims
 from ..theory.checkpoint_cost import bytes_per_parameter, checkpoint_cost
-from .checks import CheckResult, as_number, as_share, check, diagnose, direction, near
+from .checks import CheckResult, as_choice, as_number, as_share, as_written, check, diagnose, direction, near
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..theory.capstone import ClusterResult
@@ -125,6 +126,53 @@ def check_lab_save_at_cluster(answer_s: Any, lab_save_s: float, lab_mtbf_s: floa
         (lab_mtbf_s / lab_save_s * m, "upside down: the ratio is save / MTBF"),
     ], 0.01)
     return CheckResult(name, False, mistake or f"{value:g} s is {direction(value, expected)}: lab save / lab MTBF x cluster MTBF")
+
+
+#: Exercise 6's claim, as chapter 10 quotes it: "RAM-tier checkpoints took our goodput from 85% to 95% on 8,192 GPUs"
+CLAIM = dict(lever="memory", before=0.85, after=0.95, gpus=8192)
+
+
+@check("what the claim implies about storage", "the storage bandwidth the claim needs (gl.theory.claim.explain), per GPU, in MB/s")
+def check_claim_storage(answer_mbps: Any, lever: str = CLAIM["lever"], before: float = CLAIM["before"],
+                        after: float = CLAIM["after"], gpus: int = CLAIM["gpus"]) -> CheckResult:
+    """Exercise 6: the storage bandwidth per GPU (MB/s) under which the claim holds, by the capstone's model inverted."""
+    name = check_claim_storage.check_name
+    value = as_number(answer_mbps, "MB/s per GPU")
+    claim = claims.explain(lever, before, after, gpus)
+    implied = claim.implied
+    expected = implied["storage_per_gpu_mbps"]
+    published = claims.RANGES["storage_per_gpu_mbps"]
+    if as_written(value, expected, 0.02):
+        return CheckResult(name, True, f"{value:.3g} MB/s per GPU ({implied['storage_gbps']:.3g} GB/s for all {gpus:,}): "
+                                       f"the claim's 'before' needs storage that slow to lose that much to saves")
+    mistake = diagnose(value, [
+        (implied["storage_gbps"], "that is the whole cluster's bandwidth in GB/s; the question asks per GPU, in MB/s"),
+        (1000 * implied["storage_gbps"], f"that is the whole cluster's bandwidth; divide by its {gpus:,} GPUs"),
+        (expected / 1000, "that looks like GB/s per GPU: give MB/s"),
+        (published.low, "that is the low end of the published range, what real clusters have; the question is what the claim needs"),
+        (published.high, "that is the high end of the published range; the question is what the claim needs"),
+        (implied["save_s"], "that is the implied synchronous save, in seconds, not a bandwidth"),
+    ], 0.02)
+    return CheckResult(name, False, mistake or f"{value:g} MB/s per GPU is {direction(value, expected)}: read "
+                                               "implied['storage_per_gpu_mbps'] of the claim's explanation")
+
+
+@check("is the claim plausible?", "'plausible' or 'implausible': the implied values against the published ranges (claim.checks)")
+def check_claim_verdict(answer: Any, lever: str = CLAIM["lever"], before: float = CLAIM["before"],
+                        after: float = CLAIM["after"], gpus: int = CLAIM["gpus"]) -> CheckResult:
+    """Exercise 6: whether the values the claim needs fall within the published ranges."""
+    name = check_claim_verdict.check_name
+    value = as_choice(answer, ("plausible", "implausible"), "the verdict")
+    claim = claims.explain(lever, before, after, gpus)
+    if (value == "plausible") == claim.plausible:
+        return CheckResult(name, True, f"{value}: " + ("every implied value is within its published range" if claim.plausible
+                                                       else claim.reasons[0]))
+    wrong = [c for c in claim.checks if not c.plausible]
+    if value == "plausible":
+        return CheckResult(name, False, "a plausible failure rate is not enough: hold every implied value against its "
+                                        f"published range ({', '.join(c.range.quantity for c in wrong)} among them)")
+    return CheckResult(name, False, "every implied value falls within its published range, widened "
+                                    f"{claims.TOLERANCE:g} times each way: look at claim.checks again")
 
 
 def llama3(**changes: Any) -> ClusterResult:
