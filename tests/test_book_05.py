@@ -17,8 +17,10 @@ def test_chapter_5_anatomy(executed_notebook):
     draws = emulated_latencies(m["latency_ms"] / 1000, m["jitter"], m["seed"], m["steps"])[1:]
     assert m["latency_draw_mean_ms"] == pytest.approx(1000 * draws.mean())
     wait = m["wait_ms"]
-    # the ledger's data wait: reading from memory, plus the transform, plus the storage latency
-    assert wait["compute_only"] < 3
+    # the ledger's data wait: reading from memory, plus the transform, plus the storage latency; reading
+    # from memory waits least (an order within one run: its size in ms is a bet on how busy the machine is,
+    # 1 ms quiet and 5 ms beside a dozen runnable processes)
+    assert wait["compute_only"] < wait["prep_only"] and wait["compute_only"] < wait["full"]
     # the transform burns CPU time and the storage latency is a sleep: a busy machine can stretch both
     # on the wall clock (a 10 ms transform took 44 ms beside a dozen runnable processes on 2 cores),
     # never shrink them. So each wait is bounded from below by what was injected (4 ms for the loop's
@@ -36,7 +38,9 @@ def test_chapter_5_workers_and_prefetch_shrink_the_stall(executed_notebook):
     _, m, _ = executed_notebook(CHAPTER)
     serial, two, four = m["measured_share"]
     assert serial > two and serial > four + 0.2
-    assert m["samples_per_s"][2] > 1.8 * m["samples_per_s"][0]
+    # four workers overlap the storage's sleeps whatever the load; how much their CPU transforms overlap
+    # the step depends on the cores a neighbour leaves (1.8x quiet, below that on a loaded machine)
+    assert m["samples_per_s"][2] > 1.3 * m["samples_per_s"][0]
     assert max(m["samples_per_s"]) < 1.05 * m["ceiling_samples_per_s"]
     # with no workers the model has nothing to overlap and must be close
     assert m["model_share"][0] == pytest.approx(serial, abs=0.15)
