@@ -81,6 +81,10 @@ def test_a_two_replica_run_with_kills_heals_closes_its_ledger_listens_on_loopbac
     outside = {a: who for a, who in seen.items() if not ipaddress.ip_address(a[0]).is_loopback}
     assert not outside, f"listening beyond loopback: {outside}"
     assert not [p for p in pids if _alive(p)], "a replica or the lighthouse outlived the run"
+    # `goodputlab report` reads the job's books, degraded time included
+    shown = subprocess.run([*cli, "report", str(out)], capture_output=True, text=True, env=cli_env, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert any(line.split()[:1] == [C.DEGRADED] for line in shown.stdout.splitlines()), shown.stdout
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
