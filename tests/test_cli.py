@@ -200,7 +200,7 @@ def test_every_run_config_field_is_a_flag_listed_in_help():
 def test_every_flag_reaches_its_field():
     """A value for every field, typed on the command line, arrives in the RunConfig unchanged
     (one process with recovery's settings, a job of several machines with a straggler rank, and
-    one of torchft's replica groups)."""
+    one of torchft's replica groups, and a cluster of emulated nodes)."""
     one_process = RunConfig(
         steps=300, model="small", batch_size=4, lr=0.01, device="cpu", seed=7, threads=2, ckpt_every="auto",
         ckpt_every_s=2.5, ckpt="memory", memory_disk_every=2, keep=5, mtbf=3.0, failure_clock="wall", kill_at_steps=(10, 20),
@@ -214,8 +214,9 @@ def test_every_flag_reaches_its_field():
         straggler_rank=1, straggler_prob=0.5, straggler_factor=2.5, rdzv_timeout=30.0, ckpt_jit=True,
     )
     in_job_recovery = RunConfig(nproc=2, fault_tolerance="torchft", ckpt_every=0)
+    emulated = RunConfig(emulate_nodes=4, kill_node_at_steps=(12, 30), partition_at_steps=(20,), partition_s=2.5)
     given = set()
-    for wanted in (one_process, job, in_job_recovery):
+    for wanted in (one_process, job, in_job_recovery, emulated):
         argv = ["run"]
         for f in flag_fields():
             value = getattr(wanted, f.name)

@@ -148,6 +148,9 @@ def test_leftovers_of_a_dead_run_are_removed_with_their_processes():
     dead = 5_000_000 + os.getpid() % 100_000  # above the largest pid_max (2**22): no live process has this id
     cluster = netns.EmulatedCluster(2, run=dead).setup()
     sleeper = subprocess.Popen(cluster.wrap(1, ["sleep", "300"]))
+    deadline = time.monotonic() + 10  # `ip netns exec` enters the namespace a moment after it starts
+    while cluster.pids(1) != [sleeper.pid] and time.monotonic() < deadline:
+        time.sleep(0.02)
     assert cluster.pids(1) == [sleeper.pid]
     assert dead in netns.remove_leftovers()
     assert sleeper.wait(timeout=10) == -signal.SIGKILL
