@@ -8,9 +8,10 @@ The suite's parts differ in what they need from a 2-core machine:
   and emulated storage as much as on the cores, so the two lanes share the machine well; every
   assertion in them is a ratio measured in one run or a model bound, which holds beside two busy
   loops as well (README: make test is measured both ways).
-* Phase 2, the tests that assert no time, side by side in three lanes: the rest (pure units,
-  charts, docs, lab checks, layout, bad input), nbval on the committed chapters, and the browser
-  tests (JupyterLab, the dashboard in Voila, the website).
+* Phase 2, the tests that assert no time, in two streams side by side: the browser tests
+  (JupyterLab, the dashboard in Voila, the website), and the rest (pure units, charts, docs, lab
+  checks, layout, bad input) followed by nbval on the committed chapters. (Three lanes side by side
+  were slower: 922 s against about 700 s, the cores were already full.)
 
 Every lane runs even when another fails. Each lane's output is printed whole when it ends, with its
 exit status and time; the last line sums them up. Exit status: 0 when every lane passed, else 1.
@@ -60,39 +61,55 @@ class Lane:
     code: int | None = None
 
 
-def phases(pytest_args: list[str]) -> list[list[Lane]]:
+def phases(pytest_args: list[str]) -> list[list[list[Lane]]]:
+    """The phases, one after the other; each a list of streams run side by side; each stream a list of
+    lanes run one after another."""
     py = [sys.executable, "-m", "pytest"]
     return [
         [
-            Lane("measuring: runs", py + ["tests", "-m", "measures and not notebook_runs", *NOT_BROWSER, *pytest_args]),
-            Lane("measuring: notebooks", py + ["tests", "-m", "measures and notebook_runs", *NOT_BROWSER, *pytest_args]),
+            [Lane("measuring: runs", py + ["tests", "-m", "measures and not notebook_runs", *NOT_BROWSER, *pytest_args])],
+            [Lane("measuring: notebooks", py + ["tests", "-m", "measures and notebook_runs", *NOT_BROWSER, *pytest_args])],
         ],
         [
-            Lane("browser", py + [*BROWSER_TESTS, *pytest_args]),
-            Lane("the rest", py + ["tests", "-m", "not measures", *NOT_BROWSER, *pytest_args]),
-            Lane("nbval", py + [*NBVAL_ARGS, *nbval_notebooks(), *pytest_args]),
+            [Lane("browser", py + [*BROWSER_TESTS, *pytest_args])],
+            [
+                Lane("the rest", py + ["tests", "-m", "not measures", *NOT_BROWSER, *pytest_args]),
+                Lane("nbval", py + [*NBVAL_ARGS, *nbval_notebooks(), *pytest_args]),
+            ],
         ],
     ]
 
 
-def run_phase(lanes: list[Lane], folder: Path) -> None:
-    """Start every lane of a phase, print each one's log when it ends, return when all have."""
+def _start(lane: Lane, folder: Path, env: dict) -> None:
+    lane.log = folder / f"lane-{lane.name.replace(' ', '_').replace(':', '')}.log"
+    lane.started = time.monotonic()
+    with open(lane.log, "wb") as out:
+        lane.proc = subprocess.Popen(lane.args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def run_phase(streams: list[list[Lane]], folder: Path) -> None:
+    """Run a phase's streams side by side (each stream's lanes one after another), print each lane's
+    log when it ends, return when every lane has."""
     env = dict(os.environ, GOODPUTLAB_SMOKE="1")
-    for i, lane in enumerate(lanes):
-        lane.log = folder / f"lane-{lane.name.replace(' ', '_').replace(':', '')}-{i}.log"
-        lane.started = time.monotonic()
-        with open(lane.log, "wb") as out:
-            lane.proc = subprocess.Popen(lane.args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    waiting = list(lanes)
-    while waiting:
-        for lane in list(waiting):
+    queues = [list(stream) for stream in streams]
+    running = []
+    for queue in queues:
+        lane = queue.pop(0)
+        _start(lane, folder, env)
+        running.append((lane, queue))
+    while running:
+        for lane, queue in list(running):
             if lane.proc.poll() is None:
                 continue
             lane.code, lane.seconds = lane.proc.returncode, time.monotonic() - lane.started
-            waiting.remove(lane)
+            running.remove((lane, queue))
             print(f"\n=== {lane.name}: exit {lane.code} in {lane.seconds:.0f} s ===", flush=True)
             sys.stdout.write(lane.log.read_text(errors="replace"))
             sys.stdout.flush()
+            if queue:
+                following = queue.pop(0)
+                _start(following, folder, env)
+                running.append((following, queue))
         time.sleep(1.0)
 
 
@@ -103,24 +120,27 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     plan = phases(args.pytest_args)
     if args.dry_run:
-        for n, lanes in enumerate(plan, 1):
-            for lane in lanes:
-                print(f"phase {n}, {lane.name}: {shlex.join(lane.args)}")
+        for n, streams in enumerate(plan, 1):
+            for k, stream in enumerate(streams, 1):
+                for lane in stream:
+                    print(f"phase {n}, stream {k}, {lane.name}: {shlex.join(lane.args)}")
         return 0
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="goodputlab-test-lanes-") as tmp:
         times = []
-        for n, lanes in enumerate(plan, 1):
+        for n, streams in enumerate(plan, 1):
             start = time.monotonic()
-            run_phase(lanes, Path(tmp))
+            run_phase(streams, Path(tmp))
             times.append(time.monotonic() - start)
     total = time.monotonic() - t0
     parts = "; ".join(
-        f"phase {n} in {times[n - 1]:.0f} s (" + ", ".join(f"{lane.name} exit {lane.code} in {lane.seconds:.0f} s" for lane in lanes) + ")"
-        for n, lanes in enumerate(plan, 1)
+        f"phase {n} in {times[n - 1]:.0f} s ("
+        + " | ".join(", then ".join(f"{lane.name} exit {lane.code} in {lane.seconds:.0f} s" for lane in stream) for stream in streams)
+        + ")"
+        for n, streams in enumerate(plan, 1)
     )
     print(f"\nmake test: {parts}; total {int(total // 60)} min {int(total % 60)} s", flush=True)
-    return 0 if all(lane.code == 0 for lanes in plan for lane in lanes) else 1
+    return 0 if all(lane.code == 0 for streams in plan for stream in streams for lane in stream) else 1
 
 
 if __name__ == "__main__":
