@@ -113,7 +113,7 @@ class PipelinePanel:
         self.model_line.value = (
             f"model: data wait <b>{pred.wait_share:.1%}</b> of the loop, {pred.samples_per_s:.0f} samples/s "
             f"(ceiling {pred.ceiling_samples_per_s:.0f}); {supply_text}; "
-            f"S = {1000 * c.step_s:.1f} ms, H = {1000 * c.handoff_s:.2f} ms"
+            f"t<sub>step</sub> = {1000 * c.step_s:.1f} ms, t<sub>hand</sub> = {1000 * c.handoff_s:.2f} ms (notation.md)"
         )
         return pred
 
