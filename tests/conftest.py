@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -118,7 +119,9 @@ def executed_notebook(tmp_path_factory):
     (:func:`smoke_parameters`).
 
     Returns ``(notebook, metrics, seconds)``; ``metrics`` is what its cells passed to
-    ``goodputlab.notebook.record_metrics``.
+    ``goodputlab.notebook.record_metrics``. Where ``GOODPUTLAB_EXECUTED_DIR`` is set (``make test``
+    sets it), the executed copy is saved there too, and nbval compares its outputs instead of
+    executing the chapter again (tools/nbval_shared.py).
     """
     import time
 
@@ -140,6 +143,10 @@ def executed_notebook(tmp_path_factory):
             )
             nb = nbformat.read(out, as_version=4)
             cache[rel] = (nb, read_metrics(nb), time.monotonic() - t)
+            shared = os.environ.get("GOODPUTLAB_EXECUTED_DIR")
+            if shared:  # nbval compares this execution's outputs (tools/nbval_shared.py)
+                Path(shared).mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(out, Path(shared) / rel.replace("/", "__"))
         return cache[rel]
 
     return execute

@@ -13,6 +13,13 @@ The suite's parts differ in what they need from a 2-core machine:
   checks, layout, bad input) followed by nbval on the committed chapters. (Three lanes side by side
   were slower: 922 s against about 700 s, the cores were already full.)
 
+Each chapter is executed once under papermill (SMOKE) in phase 1, and nbval compares the outputs
+of that execution with the committed ones (tools/nbval_shared.py: the executed copies are saved in
+``GOODPUTLAB_EXECUTED_DIR``, a folder of this run); it executes a chapter itself only where no copy
+was saved. Every lane's CPU time (its processes and the descendants they waited for) is printed
+beside its wall time: on a shared machine it says how much work a lane is, which its wall time
+cannot.
+
 Every lane runs even when another fails. Each lane's output is printed whole when it ends, with its
 exit status and time; the last line sums them up. Exit status: 0 when every lane passed, else 1.
 
@@ -35,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BROWSER_TESTS = ["tests/test_browser.py", "tests/test_dashboard_browser.py", "tests/test_site.py"]
 NOT_BROWSER = [f"--ignore={t}" for t in BROWSER_TESTS]
-NBVAL_ARGS = ["--nbval-lax", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg"]
+NBVAL_ARGS = ["-p", "nbval_shared", "--nbval-lax", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg"]
 
 
 def nbval_notebooks() -> list[str]:
@@ -58,6 +65,7 @@ class Lane:
     proc: subprocess.Popen | None = None
     started: float = 0.0
     seconds: float = 0.0
+    cpu: float = 0.0
     code: int | None = None
 
 
@@ -87,10 +95,24 @@ def _start(lane: Lane, folder: Path, env: dict) -> None:
         lane.proc = subprocess.Popen(lane.args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
+def _reap(lane: Lane) -> bool:
+    """Whether the lane's pytest has ended; if so its exit status, wall and CPU seconds are set
+    (``os.wait4`` gives the CPU time of the process and of the descendants it waited for)."""
+    pid, status, usage = os.wait4(lane.proc.pid, os.WNOHANG)
+    if pid == 0:
+        return False
+    lane.code = os.waitstatus_to_exitcode(status)
+    lane.proc.returncode = lane.code
+    lane.seconds = time.monotonic() - lane.started
+    lane.cpu = usage.ru_utime + usage.ru_stime
+    return True
+
+
 def run_phase(streams: list[list[Lane]], folder: Path) -> None:
     """Run a phase's streams side by side (each stream's lanes one after another), print each lane's
     log when it ends, return when every lane has."""
-    env = dict(os.environ, GOODPUTLAB_SMOKE="1")
+    env = dict(os.environ, GOODPUTLAB_SMOKE="1", GOODPUTLAB_EXECUTED_DIR=str(folder / "executed"),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "tools"), os.environ.get("PYTHONPATH")])))
     queues = [list(stream) for stream in streams]
     running = []
     for queue in queues:
@@ -99,11 +121,10 @@ def run_phase(streams: list[list[Lane]], folder: Path) -> None:
         running.append((lane, queue))
     while running:
         for lane, queue in list(running):
-            if lane.proc.poll() is None:
+            if not _reap(lane):
                 continue
-            lane.code, lane.seconds = lane.proc.returncode, time.monotonic() - lane.started
             running.remove((lane, queue))
-            print(f"\n=== {lane.name}: exit {lane.code} in {lane.seconds:.0f} s ===", flush=True)
+            print(f"\n=== {lane.name}: exit {lane.code} in {lane.seconds:.0f} s (cpu {lane.cpu:.0f} s) ===", flush=True)
             sys.stdout.write(lane.log.read_text(errors="replace"))
             sys.stdout.flush()
             if queue:
@@ -135,11 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     total = time.monotonic() - t0
     parts = "; ".join(
         f"phase {n} in {times[n - 1]:.0f} s ("
-        + " | ".join(", then ".join(f"{lane.name} exit {lane.code} in {lane.seconds:.0f} s" for lane in stream) for stream in streams)
+        + " | ".join(", then ".join(f"{lane.name} exit {lane.code} in {lane.seconds:.0f} s, cpu {lane.cpu:.0f} s" for lane in stream) for stream in streams)
         + ")"
         for n, streams in enumerate(plan, 1)
     )
-    print(f"\nmake test: {parts}; total {int(total // 60)} min {int(total % 60)} s", flush=True)
+    cpu = sum(lane.cpu for streams in plan for stream in streams for lane in stream)
+    print(f"\nmake test: {parts}; total {int(total // 60)} min {int(total % 60)} s, cpu {cpu:.0f} s", flush=True)
     return 0 if all(lane.code == 0 for streams in plan for stream in streams for lane in stream) else 1
 
 
