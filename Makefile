@@ -147,8 +147,9 @@ figures: $(BOOK_STAMP)
 # tests that measure real runs (marked `measures` in tests/conftest.py) with nothing else beside
 # them: the end-to-end runs in one lane, the notebooks under papermill in another. Then, side by
 # side, the tests that assert no time: the rest (pure units, charts, docs, lab checks, layout, bad
-# input), nbval on the chapters that tag cells for it, and the browser tests (JupyterLab, the
-# dashboard in Voila, the website). Every lane runs even when one fails; the target fails if any did.
+# input), nbval on the chapters that tag cells for it (on the outputs of papermill's execution of
+# them: tools/nbval_shared.py), and the browser tests (JupyterLab, the dashboard in Voila, the
+# website). Every lane runs even when one fails; the target fails if any did.
 test: $(TEST_STAMP)
 	$(BIN)/python tools/run_tests.py -- $(PYTEST_ARGS)
 
