@@ -208,3 +208,14 @@ def test_the_streams_memory_does_not_grow_with_the_steps(tmp_path, monkeypatch):
     # 4x the steps (and checkpoints): the stream's peak stays flat; the in-memory merge holds every event
     assert large < 1.3 * small, (small, large)
     assert held > 4 * large, (large, held)
+
+
+def test_what_a_live_log_gains_between_the_two_passes_waits_for_the_next_read(tmp_path):
+    job = lockstep_job(tmp_path / "job", 300)
+    want = streamed(job)
+    source = Recording(job)._merged_stream()  # the first pass: each log scanned
+    with open(job / "events-rank0.jsonl", "ab") as f:  # a new attempt begins before the second pass
+        f.write(E.event_line(want[-1][0] + 1.0, 2, None, E.W_INIT, {}))
+    got = [ev for batch in source() for ev in batch]
+    assert [e[:4] for e in got] == [e[:4] for e in want]
+    assert streamed(job)[-1][1] == 2  # the next read takes it

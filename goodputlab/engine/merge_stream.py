@@ -22,6 +22,7 @@ Pure: no torch, no files (the caller passes functions that yield each rank's eve
 from __future__ import annotations
 
 import heapq
+import itertools
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
@@ -157,7 +158,8 @@ def merged_batches(sources: dict[int, Callable[[], Iterator[dict]]], scans: dict
 
     def stream(r: int) -> Iterator[tuple]:
         n, d = 0, shift[r]
-        for e in sources[r]():
+        # no further than the scan read: a live log grows between the passes, and what it gained is the next update's
+        for e in itertools.islice(sources[r](), scans[r].events):
             if d:
                 e = {**e, "t": e["t"] + d}
             yield e["t"], position[r], n, r, e
