@@ -30,6 +30,7 @@ from . import events as E
 from .merge import attempts_of_spans, job_end_events, job_phase_at
 
 BATCH = 4096  # events per batch handed to the fold
+RELEASE_EVERY = 256  # instants between two releases of the merge's buffer (a power of two)
 
 
 @dataclass
@@ -171,14 +172,17 @@ def merged_batches(sources: dict[int, Callable[[], Iterator[dict]]], scans: dict
     merger = _Merger(attempt_of, participants, attempt_end, t_end, commit_at)
     group: list[tuple] = []
     out: list[tuple] = []
+    instants = 0
     for item in heapq.merge(*(stream(r) for r in ranks)):
         if group and item[0] != group[0][0]:
             merger.instant(group)
             group = []
-            merger.release(item[0], out)
-            if len(out) >= BATCH:
-                yield out
-                out = []
+            instants += 1
+            if not instants & (RELEASE_EVERY - 1):  # now and then: the buffer holds a few hundred instants at most
+                merger.release(item[0], out)
+                if len(out) >= BATCH:
+                    yield out
+                    out = []
         group.append(item)
     merger.instant(group)
     merger.finish(end_events)
@@ -261,6 +265,8 @@ class _Merger:
 
     def _settle(self, t: float, final: bool = False) -> None:
         """Give each waiting job ``step_end`` its ranks' mean loss and samples once all are in."""
+        if not self.pending:
+            return
         keep = []
         for e in self.pending:
             key = (e["attempt"], e["step"])
