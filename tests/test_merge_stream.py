@@ -5,8 +5,7 @@ grow with the steps while the in-memory merge's does."""
 
 from __future__ import annotations
 
-import os
-import subprocess
+import importlib.util
 import sys
 import tracemalloc
 from pathlib import Path
@@ -17,53 +16,19 @@ from goodputlab.engine import events as E
 from goodputlab.engine.fold import sorted_tuples
 from goodputlab.engine.recording import Recording
 
-CORPUS = Path(__file__).resolve().parent / "data" / "ledger_corpus"
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "tests" / "data" / "ledger_corpus"
 sys.path.insert(0, str(CORPUS))
 from make_corpus import unpack  # noqa: E402
 
-# Two ranks of one job in one process, stepping in lockstep through gl.Recorder (real files, real
-# locks); the first attempt SIGKILLs itself, the second resumes from the newest checkpoint.
-TWO_RANKS = r"""
-import json, os, signal, sys
-import goodputlab as gl
-run_dir, total, kill_at, every = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-ck = os.path.join(run_dir, "ck.json")
-recs = [gl.Recorder(run_dir, total_steps=total, rank=r) for r in (0, 1)]
-step0 = 0
-for rec in recs:
-    with rec.checkpoint_restore():
-        step0 = json.load(open(ck))["step"] if os.path.exists(ck) else 0
-for step in range(step0, total):
-    for rec in recs:
-        with rec.data_wait():
-            pass
-    blocks = [rec.step(step) for rec in recs]
-    for b in blocks:
-        b.__enter__()
-    for r, b in enumerate(blocks):
-        b.loss = 1.0 + r
-        b.__exit__(None, None, None)
-    if step == kill_at:
-        os.kill(os.getpid(), signal.SIGKILL)
-    if (step + 1) % every == 0:
-        for rec in recs:
-            with rec.checkpoint_save(step):
-                pass
-        with open(ck + ".tmp", "w") as f:
-            json.dump({"step": step + 1}, f)
-        os.replace(ck + ".tmp", ck)
-for rec in recs:
-    rec.close()
-"""
-
 
 def record_two_ranks(run_dir: Path, steps: int, every: int = 250) -> Path:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    kill_at = int(steps * 0.6) + every // 2
-    first = subprocess.run([sys.executable, "-c", TWO_RANKS, str(run_dir), str(steps), str(kill_at), str(every)], env=env)
-    assert first.returncode == -9
-    second = subprocess.run([sys.executable, "-c", TWO_RANKS, str(run_dir), str(steps), "-1", str(every)], env=env)
-    assert second.returncode == 0
+    """Two ranks of one job recorded in lockstep by one process through gl.Recorder (real files, real
+    locks; benchmarks/report_scale.py's ``--ranks`` recording), killed at 60% and resumed."""
+    spec = importlib.util.spec_from_file_location("report_scale", ROOT / "benchmarks" / "report_scale.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench.make_recording(run_dir, steps, ranks=2, every=every)
     return run_dir
 
 
