@@ -305,13 +305,17 @@ def _job_steps(out: list[dict], ranks: Mapping[int, Sequence[dict]], attempt_of)
             if e["kind"] == E.W_STEP_END:
                 by_step.setdefault((attempt_of[(rank, e["attempt"])], e["step"]), {})[rank] = e
     for e in out:
-        if e["kind"] != E.W_STEP_END:
-            continue
-        done = by_step.get((e["attempt"], e["step"]), {})
-        if len(done) < 2:
-            continue
-        losses = [d.get("loss") for d in done.values()]
-        if all(isinstance(v, (int, float)) for v in losses):
-            e["loss"] = sum(losses) / len(losses)
-        if all(isinstance(d.get("samples"), list) for d in done.values()):
-            e["samples"] = [i for r in sorted(done) for i in done[r]["samples"]]
+        if e["kind"] == E.W_STEP_END:
+            annotate_step(e, by_step.get((e["attempt"], e["step"]), {}))
+
+
+def annotate_step(e: dict, done: dict[int, dict]) -> None:
+    """The job's ``step_end`` ``e`` takes the mean of its ranks' losses and their samples in rank order
+    (``done``: rank -> that rank's ``step_end`` of the step; fewer than two: ``e`` is left as it is)."""
+    if len(done) < 2:
+        return
+    losses = [d.get("loss") for d in done.values()]
+    if all(isinstance(v, (int, float)) for v in losses):
+        e["loss"] = sum(losses) / len(losses)
+    if all(isinstance(d.get("samples"), list) for d in done.values()):
+        e["samples"] = [i for r in sorted(done) for i in done[r]["samples"]]

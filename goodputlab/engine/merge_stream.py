@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 from . import events as E
-from .merge import attempts_of_spans, job_end_events, job_phase_at
+from .merge import annotate_step, attempts_of_spans, job_end_events, job_phase_at
 
 BATCH = 4096  # events per batch handed to the fold
 RELEASE_EVERY = 256  # instants between two releases of the merge's buffer (a power of two)
@@ -272,7 +272,7 @@ class _Merger:
             key = (e["attempt"], e["step"])
             done = self.by_step.get(key, {})
             if final or len(done) >= len(self.participants[key[0]]) or t > self.attempt_end[key[0]]:
-                _annotate(e, done)
+                annotate_step(e, done)
             else:
                 keep.append(e)
         self.pending = keep
@@ -294,17 +294,6 @@ class _Merger:
         while heap and heap[0][0] < mark:
             e = heapq.heappop(heap)[4]
             out.append((e["t"], e["attempt"], e.get("step"), e["kind"], e))
-
-
-def _annotate(e: dict, done: dict[int, dict]) -> None:
-    """The job's ``step_end``: the mean of its ranks' losses and their samples in rank order."""
-    if len(done) < 2:
-        return
-    losses = [d.get("loss") for d in done.values()]
-    if all(isinstance(v, (int, float)) for v in losses):
-        e["loss"] = sum(losses) / len(losses)
-    if all(isinstance(d.get("samples"), list) for d in done.values()):
-        e["samples"] = [i for r in sorted(done) for i in done[r]["samples"]]
 
 
 def _clock_shifts(t0s: dict[int, float | None]) -> dict[int, float]:
