@@ -22,6 +22,7 @@ Pure: no torch, no files (the caller passes functions that yield each rank's eve
 from __future__ import annotations
 
 import heapq
+from collections import deque
 import itertools
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
@@ -201,7 +202,7 @@ class _Merger:
         self.previous: dict[int, dict] = {}  # rank -> its previous phase as written
         self.own: dict[tuple[int, int], dict[int, tuple[float, float]]] = {}  # (job, step) -> rank -> (own compute s, end)
         self.by_step: dict[tuple[int, int], dict[int, dict]] = {}  # (job, step) -> rank -> its step_end
-        self.pending: list[dict] = []  # the job's step_end events still waiting for ranks' losses
+        self.pending: deque[dict] = deque()  # the job's step_end events still waiting for ranks' losses, in time order
         self.heap: list[tuple] = []  # (t, group, a, b, event): the output, released by time
         self.job = 0
         self.last_key = None
@@ -251,11 +252,10 @@ class _Merger:
         self.last_phase = nxt
         if nxt["kind"] == E.W_COMPUTE and not nxt.get("collective"):
             floor = (nxt["attempt"], nxt["step"])
-            for key in [k for k in self.own if k < floor]:
-                del self.own[key]
-            floor = min([floor] + [(p["attempt"], p["step"]) for p in self.pending])
-            for key in [k for k in self.by_step if k < floor]:
-                del self.by_step[key]
+            _drop_below(self.own, floor)
+            if self.pending:
+                floor = min(floor, (self.pending[0]["attempt"], self.pending[0]["step"]))
+            _drop_below(self.by_step, floor)
         elif nxt["kind"] == E.W_STEP_END:
             self.pending.append(nxt)
 
@@ -265,17 +265,15 @@ class _Merger:
 
     def _settle(self, t: float, final: bool = False) -> None:
         """Give each waiting job ``step_end`` its ranks' mean loss and samples once all are in."""
-        if not self.pending:
-            return
-        keep = []
-        for e in self.pending:
+        pending = self.pending
+        while pending:  # the first waits longest; the rest are settled when they come first (the mark is the first's)
+            e = pending[0]
             key = (e["attempt"], e["step"])
             done = self.by_step.get(key, {})
-            if final or len(done) >= len(self.participants[key[0]]) or t > self.attempt_end[key[0]]:
-                annotate_step(e, done)
-            else:
-                keep.append(e)
-        self.pending = keep
+            if not (final or len(done) >= len(self.participants[key[0]]) or t > self.attempt_end[key[0]]):
+                return
+            annotate_step(e, done)
+            pending.popleft()
 
     def finish(self, end_events: list[dict]) -> None:
         self._settle(float("inf"), final=True)
@@ -286,7 +284,7 @@ class _Merger:
         """Move to ``out`` every buffered event that nothing still to come can precede (times < the mark)."""
         mark = t_next
         if self.pending:
-            mark = min(mark, min(e["t"] for e in self.pending))
+            mark = min(mark, self.pending[0]["t"])
         cur = self.last_phase
         if cur is not None and cur["kind"] == E.W_COMPUTE and not cur.get("collective"):
             mark = min(mark, cur["t"])  # a wait for the slowest rank may still be cut out of it
@@ -294,6 +292,16 @@ class _Merger:
         while heap and heap[0][0] < mark:
             e = heapq.heappop(heap)[4]
             out.append((e["t"], e["attempt"], e.get("step"), e["kind"], e))
+
+
+def _drop_below(table: dict[tuple[int, int], dict], floor: tuple[int, int]) -> None:
+    """Drop the entries of ``table`` below ``floor`` from its oldest on (its keys come in rising order,
+    so this stops at the first one kept: amortised, a few entries a step)."""
+    while table:
+        key = next(iter(table))
+        if key >= floor:
+            return
+        del table[key]
 
 
 def _clock_shifts(t0s: dict[int, float | None]) -> dict[int, float]:
