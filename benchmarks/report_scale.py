@@ -1,6 +1,6 @@
 """How long does `goodputlab report` take on a job of a million steps, and how much memory?
 
-    python benchmarks/report_scale.py [--steps 1000000 10000000] [--rounds 3] [--keep DIR]
+    python benchmarks/report_scale.py [--steps 1000000 10000000] [--rounds 3] [--keep DIR] [--ranks N]
 
 For each size, a real recording: a loop with empty bodies records through ``gl.Recorder``
 (data_wait, step with its loss, a checkpoint every 10,000 steps), SIGKILLs itself at 60%
@@ -14,7 +14,12 @@ own peak RSS, from ``wait4``):
 * the parsers alone: goodputlab's line reader (``engine/logread.py``: a regular expression
   for the common lines, ``json.loads`` for the rest), and orjson and msgspec when installed.
 
-On the first size only: the parsers alone, what a compact binary format would buy (size and
+``--ranks N`` (N > 1): the job's N ranks each write their own log (one process records them in
+lockstep, :data:`RECORD_RANKS`); the report merges them as a stream (``engine/merge_stream.py``)
+and is timed beside the same report with the ranks merged in memory (``engine/merge.py``), as
+it was before the stream.
+
+On the first size of a one-rank job only: the parsers alone, what a compact binary format would buy (size and
 parse rate of fixed 29-byte records via ``struct``), and the cost of one ``--follow`` update
 (``engine/follow.py``) after 100 and 10,000 new events, against reading the whole log again.
 """
@@ -62,6 +67,41 @@ for step in range(step0, total):
 rec.close()
 """.replace("EVERY", str(EVERY))
 
+# ``--ranks N``: N ranks of one job recorded by one process in lockstep (each rank its own gl.Recorder and
+# log, as under torchrun), killed and resumed the same way. tests/test_merge_stream.py records with it too.
+RECORD_RANKS = r"""
+import json, os, signal, sys
+import goodputlab as gl
+run_dir, total, kill_at, every, ranks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+ck = os.path.join(run_dir, "ck.json")
+recs = [gl.Recorder(run_dir, total_steps=total, rank=r) for r in range(ranks)]
+step0 = 0
+for rec in recs:
+    with rec.checkpoint_restore():
+        step0 = json.load(open(ck))["step"] if os.path.exists(ck) else 0
+for step in range(step0, total):
+    for rec in recs:
+        with rec.data_wait():
+            pass
+    blocks = [rec.step(step) for rec in recs]
+    for b in blocks:
+        b.__enter__()
+    for r, b in enumerate(blocks):
+        b.loss = 1.0 + r
+        b.__exit__(None, None, None)
+    if step == kill_at:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if (step + 1) % every == 0:
+        for rec in recs:
+            with rec.checkpoint_save(step):
+                pass
+        with open(ck + ".tmp", "w") as f:
+            json.dump({"step": step + 1}, f)
+        os.replace(ck + ".tmp", ck)
+for rec in recs:
+    rec.close()
+"""
+
 # Each measured process prints its own peak RSS last, on stderr: /proc/self/status's VmHWM, this process's
 # high-water mark (``wait4``'s ru_maxrss would also count the parent's memory it was forked from).
 HWM = r"""
@@ -79,18 +119,20 @@ sys.stdout.flush()
 READ = r"""
 import sys
 n = 0
-with open(sys.argv[1], "rb") as f:
-    while b := f.read(1 << 20):
-        n += b.count(b"\n")
+for path in sys.argv[1:]:
+    with open(path, "rb") as f:
+        while b := f.read(1 << 20):
+            n += b.count(b"\n")
 print(n)
 """ + HWM
 JSON_LOOP = r"""
 import json, sys
 n = 0
-with open(sys.argv[1], "rb") as f:
-    for line in f:
-        json.loads(line)
-        n += 1
+for path in sys.argv[1:]:
+    with open(path, "rb") as f:
+        for line in f:
+            json.loads(line)
+            n += 1
 print(n)
 """ + HWM
 LINE_READER = r"""
@@ -98,6 +140,11 @@ import sys
 from goodputlab.engine.logread import event_batches
 print(sum(len(b) for b in event_batches(sys.argv[1], runs=True)))  # a step run counts its lines
 """ + HWM
+# the report with the ranks merged in memory (engine/merge.py over every rank's events), as before the stream
+REPORT_IN_MEMORY = REPORT.replace(
+    "from goodputlab.cli import main",
+    "from goodputlab.cli import main\nfrom goodputlab.engine.recording import Recording\nRecording._merged_stream = lambda self: None",
+)
 ORJSON_LOOP = JSON_LOOP.replace("import json, sys", "import orjson as json, sys")
 MSGSPEC_LOOP = JSON_LOOP.replace("import json, sys", "import sys, msgspec\njson = msgspec.json.Decoder()").replace(
     "json.loads(line)", "json.decode(line)"
@@ -132,14 +179,16 @@ def run(args: list[str], env: dict | None = None) -> tuple[float, float, str]:
     return wall, int(hwm[-1].split()[1]) / 1024 if hwm else float("nan"), p.stdout.decode()
 
 
-def make_recording(folder: Path, steps: int) -> float:
-    """A real two-attempt recording with a SIGKILL at 60% of ``steps``; returns the seconds it took."""
+def make_recording(folder: Path, steps: int, ranks: int = 1, every: int = EVERY) -> float:
+    """A real two-attempt recording with a SIGKILL at 60% of ``steps`` (``ranks`` > 1: that many ranks'
+    logs, :data:`RECORD_RANKS`; a checkpoint every ``every`` steps); returns the seconds it took."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    kill_at = int(steps * 0.6) + EVERY // 2
+    kill_at = int(steps * 0.6) + every // 2
+    script, extra = (RECORD, []) if ranks == 1 else (RECORD_RANKS, [str(every), str(ranks)])
     t = time.perf_counter()
-    first = subprocess.run([sys.executable, "-c", RECORD, str(folder), str(steps), str(kill_at)], env=env)
+    first = subprocess.run([sys.executable, "-c", script, str(folder), str(steps), str(kill_at), *extra], env=env)
     assert first.returncode == -9, first.returncode
-    second = subprocess.run([sys.executable, "-c", RECORD, str(folder), str(steps), "-1"], env=env)
+    second = subprocess.run([sys.executable, "-c", script, str(folder), str(steps), "-1", *extra], env=env)
     assert second.returncode == 0
     return time.perf_counter() - t
 
@@ -230,7 +279,11 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, nargs="+", default=[1_000_000, 10_000_000])
     p.add_argument("--rounds", type=int, default=3, help="rounds per size (sizes over 2M steps: 1)")
     p.add_argument("--keep", type=Path, help="keep (and reuse) the recordings in this folder")
+    p.add_argument("--ranks", type=int, default=1,
+                   help="ranks of the job (> 1: each rank's log, merged as a stream beside the in-memory merge)")
     args = p.parse_args(argv)
+    if not 1 <= args.ranks <= 64:
+        p.error(f"--ranks {args.ranks}: must be 1 to 64")
     root = args.keep or Path(tempfile.mkdtemp(prefix="report-scale-"))
     root.mkdir(parents=True, exist_ok=True)
     py = sys.executable
@@ -238,21 +291,24 @@ def main(argv=None) -> int:
     print(f"Python {sys.version.split()[0]}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}")
     try:
         for steps in args.steps:
-            folder = root / f"steps-{steps}"
-            if not (folder / "events.jsonl").exists():
-                made = make_recording(folder, steps)
+            folder = root / (f"steps-{steps}" if args.ranks == 1 else f"steps-{steps}-ranks-{args.ranks}")
+            logs = [folder / "events.jsonl"] if args.ranks == 1 else [folder / f"events-rank{r}.jsonl" for r in range(args.ranks)]
+            if not all(log.exists() for log in logs):
+                made = make_recording(folder, steps, args.ranks)
                 print(f"\n{steps:,} steps: recorded in {made:.1f} s ({1e6 * made / (steps * 1.1):.2f} us a step, "
-                      "both attempts, the loop included)")
-            log = folder / "events.jsonl"
-            size = log.stat().st_size
-            lines = int(run([py, "-c", READ, str(log)])[2])
-            print(f"{steps:,} steps: {lines:,} events, {size / 1e6:.0f} MB")
+                      f"both attempts, the loop included, {args.ranks} rank(s))")
+            log = logs[0]
+            size = sum(log.stat().st_size for log in logs)
+            lines = int(run([py, "-c", READ, *map(str, logs)])[2])
+            print(f"{steps:,} steps, {args.ranks} rank(s): {lines:,} events, {size / 1e6:.0f} MB")
             tasks = {
-                "read (floor)": [py, "-c", READ, str(log)],
-                "json.loads loop": [py, "-c", JSON_LOOP, str(log)],
+                "read (floor)": [py, "-c", READ, *map(str, logs)],
+                "json.loads loop": [py, "-c", JSON_LOOP, *map(str, logs)],
                 "report --json": [py, "-c", REPORT, "report", str(folder), "--json"],
             }
-            first = steps == args.steps[0]
+            if args.ranks > 1:
+                tasks["report, in memory"] = [py, "-c", REPORT_IN_MEMORY, "report", str(folder), "--json"]
+            first = steps == args.steps[0] and args.ranks == 1
             if first:  # the parsers compared on the first size only
                 tasks["line reader alone"] = [py, "-c", LINE_READER, str(log)]
                 if have("orjson"):
@@ -271,6 +327,8 @@ def main(argv=None) -> int:
                         import json
 
                         summary = json.loads(out)
+                    elif name == "report, in memory":
+                        held = json.loads(out)
             base = statistics.median(w for w, _ in results["json.loads loop"])
             print(f"  {'':<22}{'wall s':>9}{'vs json.loads':>15}{'peak RSS MB':>13}{'M events/s':>12}   ({rounds} rounds, medians)")
             for name, rs in results.items():
@@ -284,6 +342,8 @@ def main(argv=None) -> int:
                   f"restart {b['restart']:.3f} s; buckets sum to the wall time: {closes}")
             report_wall = statistics.median(w for w, _ in results["report --json"])
             report_rss = max(r for _, r in results["report --json"])
+            if args.ranks > 1:
+                print(f"  the stream's report is the in-memory merge's: {summary == held}")
             print(f"  aim: report <= the json.loads loop -> {'met' if report_wall <= base else 'NOT met'} "
                   f"({report_wall / base:.2f}x); peak RSS <= 300 MB -> {'met' if report_rss <= 300 else 'NOT met'}")
             if first:

@@ -9,7 +9,7 @@ checkpoints, never the whole log again. ``goodputlab report DIR --follow`` and
 ``gl.watch(DIR)`` draw what it returns.
 
 Three cases read the whole log again at an update instead (exact, but as costly as a
-report): a job of several ranks (their logs are merged in memory), a log whose lines are
+report): a job of several ranks (their logs are merged again, as a stream), a log whose lines are
 not in time order (a lab run's, two writers), and a log that was cut back (a new attempt
 dropped a line a kill left unfinished).
 """

@@ -91,10 +91,15 @@ def job_attempts(ranks: Mapping[int, Sequence[dict]], numbered: bool = False) ->
             b = bounds.setdefault(e["attempt"], [e["t"], e["t"]])
             b[0], b[1] = min(b[0], e["t"]), max(b[1], e["t"])
         spans.extend((lo, hi, rank, a) for a, (lo, hi) in bounds.items())
-    spans.sort()
+    return attempts_of_spans(spans)
+
+
+def attempts_of_spans(spans: list[tuple[float, float, int, int]]) -> dict[tuple[int, int], int]:
+    """``(rank, rank's attempt) -> the job's attempt`` from each rank's attempts' spans
+    ``(first t, last t, rank, attempt)`` (seconds): attempts overlapping in time are one."""
     out: dict[tuple[int, int], int] = {}
     job, group_end = -1, float("-inf")
-    for lo, hi, rank, a in spans:
+    for lo, hi, rank, a in sorted(spans):
         if lo > group_end:
             job += 1
             group_end = hi
@@ -162,26 +167,34 @@ def _job_phases(ranks, attempt_of, participants, t_end: float) -> list[dict]:
                 continue  # a log's last event ends it; at that instant the rank is still in its last phase
             current[rank] = e
             job = max(job, e["attempt"])
-        worst = None
-        for rank in sorted(participants[job]):
-            e = current.get(rank)
-            if e is None or e["attempt"] < job:  # not started in this attempt yet: launching
-                e = {"t": t, "attempt": job, "step": None, "kind": E.W_INIT, "rank": rank}
-            step = e["step"] if e["kind"] == E.W_COMPUTE else 0
-            key = (HOLD_BACK.get(e["kind"], 6), step if step is not None else 0, rank)
-            if worst is None or key < worst[0]:
-                worst = (key, e)
-        e = worst[1]
-        if e["kind"] == E.SUP_END and t >= t_end:
-            continue  # the job's own end is added by _job_end
-        state = (e["kind"], e["attempt"], e.get("step"))
-        if e["kind"] == E.W_SYNC_WAIT:  # every rank is in the all-reduce: it transfers, the step computes
-            e = {**e, "kind": E.W_COMPUTE, "collective": True}
-            state = ("collective", e["attempt"], e.get("step"))
-        if state != last_key:
-            out.append({**e, "t": t})
-            last_key = state
+        found = job_phase_at(current, sorted(participants[job]), job, t, t_end)
+        if found is not None and found[0] != last_key:
+            last_key, e = found
+            out.append(e)
     return out
+
+
+def job_phase_at(current: dict[int, dict], participants: list[int], job: int, t: float,
+                 t_end: float) -> tuple[tuple, dict] | None:
+    """``(state, the job's phase event)`` at ``t`` (seconds) from each rank's ``current`` phase: the
+    phase of the rank that holds the job back most; None at the job's own end (added by ``_job_end``)."""
+    worst = None
+    for rank in participants:
+        e = current.get(rank)
+        if e is None or e["attempt"] < job:  # not started in this attempt yet: launching
+            e = {"t": t, "attempt": job, "step": None, "kind": E.W_INIT, "rank": rank}
+        step = e["step"] if e["kind"] == E.W_COMPUTE else 0
+        key = (HOLD_BACK.get(e["kind"], 6), step if step is not None else 0, rank)
+        if worst is None or key < worst[0]:
+            worst = (key, e)
+    e = worst[1]
+    if e["kind"] == E.SUP_END and t >= t_end:
+        return None
+    state = (e["kind"], e["attempt"], e.get("step"))
+    if e["kind"] == E.W_SYNC_WAIT:  # every rank is in the all-reduce: it transfers, the step computes
+        e = {**e, "kind": E.W_COMPUTE, "collective": True}
+        state = ("collective", e["attempt"], e.get("step"))
+    return state, {**e, "t": t}
 
 
 def _job_commits(ranks, attempt_of) -> list[dict]:
@@ -214,10 +227,17 @@ def _job_end(ranks, participants, t_end: float) -> list[dict]:
     for rank in participants[last_job]:
         ends = [e for e in ranks[rank] if e["kind"] == E.SUP_END]
         final_ends.append(ends[-1] if ends else {"completed": False, "reason": "no end"})
+    finishes = [e for evs in ranks.values() for e in evs if e["kind"] == E.M_FINISH]
+    return job_end_events(final_ends, finishes, last_job, t_end, lambda: newest_common_checkpoint(ranks))
+
+
+def job_end_events(final_ends: list[dict], finishes: list[dict], last_job: int, t_end: float,
+                   resume_step) -> list[dict]:
+    """The job's ``finish`` and ``end`` at ``t_end`` (seconds) from each last-attempt rank's last ``end``
+    and every rank's ``finish``; ``resume_step()``: the step a stopped job resumes at."""
     completed = all(e.get("completed", False) for e in final_ends)
     out = []
     if completed:
-        finishes = [e for evs in ranks.values() for e in evs if e["kind"] == E.M_FINISH]
         steps = max((e.get("step") or 0 for e in finishes), default=0)
         hashes = {e.get("final_state_sha256") for e in finishes}
         losses = [e["final_loss"] for e in finishes if isinstance(e.get("final_loss"), (int, float))]
@@ -234,7 +254,7 @@ def _job_end(ranks, participants, t_end: float) -> list[dict]:
             "completed": completed,
             "clean": all(e.get("clean", False) for e in final_ends),
             "reason": "; ".join(reasons),
-            "resume_step": None if completed else newest_common_checkpoint(ranks),
+            "resume_step": None if completed else resume_step(),
         }
     )
     return out
@@ -285,13 +305,17 @@ def _job_steps(out: list[dict], ranks: Mapping[int, Sequence[dict]], attempt_of)
             if e["kind"] == E.W_STEP_END:
                 by_step.setdefault((attempt_of[(rank, e["attempt"])], e["step"]), {})[rank] = e
     for e in out:
-        if e["kind"] != E.W_STEP_END:
-            continue
-        done = by_step.get((e["attempt"], e["step"]), {})
-        if len(done) < 2:
-            continue
-        losses = [d.get("loss") for d in done.values()]
-        if all(isinstance(v, (int, float)) for v in losses):
-            e["loss"] = sum(losses) / len(losses)
-        if all(isinstance(d.get("samples"), list) for d in done.values()):
-            e["samples"] = [i for r in sorted(done) for i in done[r]["samples"]]
+        if e["kind"] == E.W_STEP_END:
+            annotate_step(e, by_step.get((e["attempt"], e["step"]), {}))
+
+
+def annotate_step(e: dict, done: dict[int, dict]) -> None:
+    """The job's ``step_end`` ``e`` takes the mean of its ranks' losses and their samples in rank order
+    (``done``: rank -> that rank's ``step_end`` of the step; fewer than two: ``e`` is left as it is)."""
+    if len(done) < 2:
+        return
+    losses = [d.get("loss") for d in done.values()]
+    if all(isinstance(v, (int, float)) for v in losses):
+        e["loss"] = sum(losses) / len(losses)
+    if all(isinstance(d.get("samples"), list) for d in done.values()):
+        e["samples"] = [i for r in sorted(done) for i in done[r]["samples"]]

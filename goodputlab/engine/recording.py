@@ -12,7 +12,8 @@ The rules of reading: a last line cut short by a kill is left out with a warning
 that never closed ended at its last event (a failure, unless its log is still locked by a live
 recorder: then it is running and keeps every completed step); a run that stopped keeps the steps
 of its newest checkpoint; the logs of a ``torchrun`` job's ranks are merged
-(:mod:`goodputlab.engine.merge`; in memory: a job of many ranks is held whole). Every file is
+(:mod:`goodputlab.engine.merge`'s rules, applied as a stream by :mod:`goodputlab.engine.merge_stream`:
+memory bounded by attempts and checkpoints, as for one log; a log out of time order is merged in memory). Every file is
 opened with ``safe_io``'s rules: a link, a FIFO or a device where a log, ``recorder.json``,
 ``config.json`` or the lock should be is refused with one line (:class:`EventLogError`). Pure: no torch.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import fcntl
+import itertools
 import json
 import os
 from pathlib import Path
@@ -126,8 +128,37 @@ class Recording:
                     visit.reset()
                 tuples = sorted_tuples(read_log(path))
                 return self._fold_stream(lambda: [tuples], self.live[key], visit)
-        merged = sorted_tuples(self.merged_events())
-        return self._fold_stream(lambda: [merged], None, visit)
+        source = self._merged_stream()
+        if source is None:  # a log out of time order: its ranks merged in memory
+            merged = sorted_tuples(self.merged_events())
+            source = lambda: [merged]  # noqa: E731
+        return self._fold_stream(source, None, visit)
+
+    def _merged_stream(self) -> Callable[[], Iterable[list[tuple]]] | None:
+        """The ranks' logs merged as a stream (:mod:`goodputlab.engine.merge_stream`): a first pass over
+        each log, then batches of the job's events; None when a log is not in time order."""
+        from .merge_stream import merged_batches, scan
+
+        keys = {(-1 if key is None else key): key for key in self.files}
+        scans = {k: scan(event_batches(self.files[key], runs=True)) for k, key in keys.items()}
+        if not any(s.events for s in scans.values()):
+            raise NotARunDirectory(f"{self.run_dir}: its event log is empty (nothing recorded yet)")
+        if not all(s.in_order for s in scans.values()):
+            return None
+        closing = {}
+        for k, s in scans.items():
+            if s.events and s.last["kind"] != E.SUP_END:
+                head = {"t": s.last["t"], "attempt": s.max_attempt, "step": None, "kind": E.W_STEP_END}
+                closing[k] = open_attempt_events([head], self.live[keys[k]])
+                if self.live[keys[k]]:
+                    closing[k][-1]["resume_step"] = s.max_done + 1 if s.max_done is not None else 0
+        filled = [k for k, s in scans.items() if s.events]
+        if len(filled) == 1:  # one log with events: it is the job's, as merged_events() takes it
+            path, tail = self.files[keys[filled[0]]], [sorted_tuples(closing.get(filled[0], []))]
+            return lambda: itertools.chain(event_batches(path, runs=True), tail)
+        sources = {k: (lambda path=self.files[key]: (as_dict(ev) for b in event_batches(path) for ev in b))
+                   for k, key in keys.items()}
+        return lambda: merged_batches(sources, scans, closing)
 
     def _fold_stream(self, source: Callable[[], Iterable[list[tuple]]], live: bool | None, visit) -> Folded:
         """Fold one log (``live``: its attempt may still be recording; None: a merged job, already ended)."""
