@@ -24,6 +24,7 @@ from .. import theory
 from ..theory import data_stall
 from ..theory.capstone import LLAMA3_GPU_MTBF_YEARS, SECONDS_PER_YEAR
 from . import vega_formulas as vf
+from .site_capstone import CAPSTONE
 from .site_pages import (  # noqa: F401  (the pages' API, re-exported: conf.py and the tests use it from here)
     BUNDLE, PAGES_DIR, STATIC, STATIC_DIR, Calculator, Refs, Signal, Slider, chapter_banner, page_path, vega_bundle,
     write_pages,
@@ -281,7 +282,7 @@ PIPELINE = Calculator(
           "DataLoader's rules, <code>depth_for_share</code>): it needs the notebook's kernel, in JupyterLab or on Binder."),
 )
 
-CALCULATORS: tuple[Calculator, ...] = (CLUSTER, INTERVAL, PIPELINE)
+CALCULATORS = (CLUSTER, INTERVAL, PIPELINE, CAPSTONE)
 
 
 def for_chapter(pagename: str) -> list:

@@ -40,6 +40,7 @@ class Slider:
     scale: str = "log"
     zero: bool = False
     step: float = 1.0
+    options: tuple[str, ...] = ()  # a choice (drawn as a list): ``value`` is one of them, lo/hi unused
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,6 @@ class Calculator:
         for s in self.signals:
             values[s.name] = s.model(values)
         return values
-
 
 
 # --- the pages ------------------------------------------------------------------------------------
