@@ -132,6 +132,9 @@ def _capstone_rows(n: int, seed: int) -> list[dict]:
     for _ in range(n):
         row = {s.name: (rng.choice(s.options) if s.options else sample(s, rng)) for s in cap_site.SLIDERS}
         row["spares"] = float(10 * round(row["spares"] / 10))
+        # the Python solves the RAM tiers' chain (2 x disk_every states) some 80 times a search: seconds at 100;
+        # the page's closed form is held to the chain up to 100 by test_tiered_closed_form_matches_the_markov_chain
+        row["disk_every"] = float(rng.randint(1, 12))
         rows.append(row)
     return [dict(r, id=i) for i, r in enumerate(rows)]
 
@@ -146,11 +149,11 @@ def _search_rows(rows: list[dict], fields: list[str]) -> list[dict[str, str]]:
 
 
 def test_capstone_page_computes_the_python_capstone():
-    """Every number of the capstone page, evaluated by Vega at 45 settings (every strategy), equals
+    """Every number of the capstone page, evaluated by Vega at 27 settings (every strategy), equals
     goodputlab.theory.capstone.evaluate's: goodput, ETTR and the GPU-hours to 1e-9 relative (1e-12 absolute for a
     share); the best interval is the Python's own search (same grid, golden section, whole steps): equal at every
     setting here, and in any case no further than the search's 1e-6 plus one step; a refused setting shows no number."""
-    rows = _capstone_rows(36, seed=10)
+    rows = _capstone_rows(18, seed=10)
     names = [o.name for o in cap_site.OUTPUTS]
     got = _search_rows(rows, [*names, "search_converged", "step_s"])
     computed = exact = 0
@@ -170,7 +173,7 @@ def test_capstone_page_computes_the_python_capstone():
             else:
                 assert math.isclose(value, w, rel_tol=REL, abs_tol=1e-12 if n in ("goodput", "ettr", "spare_share") else 0), \
                     f"capstone.{n} at {row}: the page computes {value!r}, goodputlab.theory {w!r}"
-    assert computed >= 30 and exact == computed, f"{computed - exact} of {computed} intervals differ from the Python's"
+    assert computed >= 20 and exact == computed, f"{computed - exact} of {computed} intervals differ from the Python's"
 
 
 def vega_chain(transforms: list[dict], result: str, rows: list[dict]) -> list[float]:
@@ -190,7 +193,7 @@ def test_tiered_closed_form_matches_the_markov_chain():
 
     rng = random.Random(4)
     rows = []
-    for _ in range(80):
+    for _ in range(40):
         m = 10 ** rng.uniform(2.5, 7)
         k = rng.randint(1, 100)
         row = {"M": m, "tau": m * 10 ** rng.uniform(-5, 0.3), "blk": m * 10 ** rng.uniform(-9, -0.5),
