@@ -49,9 +49,9 @@ SLIDERS = (
     Slider("storage_gbps", "storage bandwidth (GB/s)", 1.0, 20_000.0, DEFAULT.storage_bps / 1e9),
     Slider("strategy", "checkpoint strategy", 0, 0, DEFAULT.strategy, options=cap.STRATEGIES),
     Slider("disk_every", "RAM tiers: storage every (saves)", 1, 100, DEFAULT.disk_every, scale="linear"),
-    Slider("spares", "hot spares (interruptions absorbed)", 0, SPARES_MAX, DEFAULT.spares, scale="linear", step=10),
     Slider("detect_s", "detection (s)", 1.0, 1800.0, DEFAULT.detect_s),
     Slider("restart_min", "restart: reschedule, init (min)", 0.2, 120.0, DEFAULT.restart_s / 60.0),
+    Slider("spares", "hot spares (interruptions absorbed)", 0, SPARES_MAX, DEFAULT.spares, scale="linear", step=10),
 )
 
 
