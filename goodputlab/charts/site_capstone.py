@@ -1,22 +1,26 @@
 """Chapter 10's capstone panel on the website: your cluster's levers to goodput, ETTR and the best interval, in Vega.
 
 The Python model is :func:`goodputlab.theory.capstone.evaluate` (what the notebook's panel,
-:class:`goodputlab.widgets.capstone.CapstonePanel`, draws). The page is a Vega spec (not Vega-Lite:
-it needs datasets that signals read) written here from the same formulas:
+:class:`goodputlab.widgets.capstone.CapstonePanel`, draws). The page is a Vega spec (not Vega-Lite: it
+needs datasets that feed one another) written here from the same formulas. Every figure is a field of a
+row of the dataset ``search``, one row per setting (the page's one comes from its sliders), so a test
+evaluates many settings in one Vega run; the page's numbers are signals that read that row:
 
-- the checkpoint's cost, the job's MTBF, the spares' share (a Poisson sum over a ``sequence`` of
-  rows, cumulated by ``window`` transforms) and the recovery are closed forms;
+- the checkpoint's cost, the job's MTBF, the spares' share (a Poisson sum over flattened rows,
+  cumulated by ``window`` transforms) and the recovery are closed forms;
 - goodput at an interval is :func:`goodputlab.theory.renewal.periodic_goodput` (sync, async) or, for
   the RAM tiers, :func:`goodputlab.theory.checkpoint_tiers.tiered_goodput`. The Python solves that
   Markov chain numerically; for Poisson failures its stationary law has a closed form (the restored
   checkpoint's place in the storage cycle is a geometric sum taken modulo ``disk_every``), which the
   page evaluates, and a test holds to the chain (1e-9 relative, 1e-12 absolute for a share);
-- the best interval is found as the Python finds it: the same log grid (61 or 50 points, a Vega
-  dataset), its argmax, then golden-section steps (unrolled: :data:`GOLDEN_STEPS` signals, each
-  a pass-through once the bracket is within 1e-6), then the better of the two whole numbers of
-  steps around it. Each evaluation of goodput is a chain of small signals (:func:`goodput_defs`),
-  so no expression is written twice.
+- the best interval is found as the Python finds it: the same log grid (61 intervals, 50 for the RAM
+  tiers: the page's curve), its argmax (an ``aggregate``), then golden-section steps unrolled into
+  :data:`GOLDEN_STEPS` sets of formulas (each a pass-through once the bracket is within 1e-6), then the
+  better of the two whole numbers of training steps around it. Each evaluation of goodput is a chain of
+  small formulas (:func:`goodput_defs`), so no expression is written twice.
 
+Why rows and not signals: a signal that reads a dataset is re-ranked by Vega with every signal that
+depends on it, path by path, and a search unrolled into signals took minutes to start.
 Nothing here is simulated: the panel is closed forms and a search, so no Monte Carlo grid is needed.
 """
 
@@ -38,7 +42,7 @@ DEFAULT = cap.ClusterScenario()
 #: Failures that take a node (and its RAM copy): Llama 3's causes, planned ones included, as the Python uses.
 NODE_LOSS = node_loss_share(include_planned=True)
 GOLDEN_RATIO = (math.sqrt(5.0) - 1.0) / 2.0
-#: Golden-section steps the page unrolls; the Python's loop stops after at most 28 here (the test checks it converged).
+#: Golden-section steps the page unrolls: the Python's loop stops within 28 from the grid's bracket (the test checks it converged).
 GOLDEN_STEPS = 30
 SPARES_MAX = 1000
 
