@@ -31,6 +31,12 @@ def expm1(x: str) -> str:
     return f"(exp({x}) == 1 ? {x} : abs({x}) < 1 ? (exp({x}) - 1) * {x} / log(exp({x})) : exp({x}) - 1)"
 
 
+def log1p(x: str) -> str:
+    """``log(1 + x)`` to a few ulps, also near 0 (Kahan's ``log(u) x / (u - 1)``, ``u = 1 + x``); Vega has no log1p."""
+    x = _p(x)
+    return f"(1 + {x} == 1 ? {x} : log(1 + {x}) * {x} / ((1 + {x}) - 1))"
+
+
 # --- chapter 3: checkpoint interval (goodputlab.theory.closed_forms) --------------------------
 
 

@@ -98,7 +98,7 @@ def spare_hit_share(spares: int, expected_failures: float) -> float:
     if s == 0:
         return 0.0
     expected_min = sum(1.0 - _poisson_cdf(n, mu) for n in range(s))
-    return expected_min / mu
+    return min(1.0, expected_min / mu)  # more spares than failures: the sum can pass 1 by rounding
 
 
 def spare_availability(spares: int, failure_rate_per_s: float, repair_s: float) -> float:

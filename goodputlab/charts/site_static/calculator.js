@@ -51,6 +51,7 @@ const FORMATS = {
   count: (v) => Math.round(v).toLocaleString("en-US"),
 };
 function shown(s, v) {
+  if (s.options && s.options.length > 0) return "";
   if (s.scale === "pow2" || s.scale === "linear") return v.toLocaleString("en-US");
   return String(round3(v));
 }
@@ -74,7 +75,8 @@ async function main() {
     for (const o of config.outputs) {
       const v = view.signal(o.name);
       rows[o.name].dataset.value = String(v);
-      rows[o.name].textContent = FORMATS[o.kind](v);
+      // NaN: the model refuses the setting (the capstone: a job MTBF under 5 minutes)
+      rows[o.name].textContent = Number.isFinite(v) ? FORMATS[o.kind](v) : "not computed";
     }
     document.body.dataset.ready = String(Number(document.body.dataset.ready || 0) + 1);
   };
@@ -82,11 +84,16 @@ async function main() {
     const label = document.createElement("label");
     const name = document.createElement("span");
     name.textContent = s.label;
-    const input = document.createElement("input");
-    input.type = "range";
+    const choice = s.options && s.options.length > 0; // a list of choices, not a slider
+    const input = document.createElement(choice ? "select" : "input");
     input.name = s.name;
-    [input.min, input.max, input.step] = range(s).map(String);
-    input.value = String(toPosition(s, s.value));
+    if (choice) {
+      for (const o of s.options) input.add(new Option(o, o, false, o === s.value));
+    } else {
+      input.type = "range";
+      [input.min, input.max, input.step] = range(s).map(String);
+      input.value = String(toPosition(s, s.value));
+    }
     const value = document.createElement("output");
     value.className = "value";
     const set = async (v) => {
@@ -96,7 +103,7 @@ async function main() {
       await view.runAsync();
       show();
     };
-    input.addEventListener("input", () => set(toValue(s, input.value)));
+    input.addEventListener(choice ? "change" : "input", () => set(choice ? input.value : toValue(s, input.value)));
     label.append(name, input, value);
     form.appendChild(label);
     value.dataset.value = String(s.value);

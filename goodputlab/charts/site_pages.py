@@ -1,0 +1,197 @@
+"""The website calculators' pages: what a calculator is (sliders, signals, a chart) and how its page is written.
+
+:mod:`goodputlab.charts.site_calculators` defines the calculators and :func:`write_pages` writes them:
+one small HTML page per calculator into ``<site>/calculators/``, and the JavaScript they share into
+``<site>/_static/calculators/``: Vega, Vega-Lite and vega-embed in one bundle from vl-convert-python
+(about 0.9 MB, loaded once and cached for every page, never from a CDN) and ``calculator.js``, which
+draws the controls and the numbers. A page's config carries its spec (:meth:`Calculator.spec`: Vega-Lite,
+or Vega for the capstone, :mod:`goodputlab.charts.site_capstone`), its sliders and the outputs to show.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping
+
+STATIC = Path(__file__).with_name("site_static")
+#: Where the pages and the shared JavaScript go, relative to the site's root.
+PAGES_DIR = "calculators"
+STATIC_DIR = "_static/calculators"
+BUNDLE = "vega-bundle.js"
+
+Refs = Mapping[str, str]  # a name -> its expression: the signal itself on a page, ``datum.name`` in a test
+
+
+@dataclass(frozen=True)
+class Slider:
+    """One input: ``lo``..``hi`` in the unit shown; ``scale`` is ``log``, ``linear`` or ``pow2``.
+
+    ``zero`` adds 0 at the slider's left end of a log scale (free saves, instant restarts).
+    """
+
+    name: str
+    label: str
+    lo: float
+    hi: float
+    value: float
+    scale: str = "log"
+    zero: bool = False
+    step: float = 1.0
+    options: tuple[str, ...] = ()  # a choice (drawn as a list): ``value`` is one of them, lo/hi unused
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A computed value: ``expr`` writes its Vega expression, ``model`` computes it in Python.
+
+    ``kind`` says how the page writes it: ``duration`` (seconds, as ``human_duration``), ``share``
+    (a percentage), ``number`` (3 significant digits), ``count`` (a whole number with separators);
+    ``label`` empty: used by other signals and the chart, not shown.
+    """
+
+    name: str
+    expr: Callable[[Refs], str]
+    model: Callable[[Mapping[str, float]], float]
+    label: str = ""
+    kind: str = "number"
+
+
+@dataclass(frozen=True)
+class Calculator:
+    slug: str
+    title: str
+    chapter: str  # the chapter's page, e.g. "book/03_checkpoint_interval"
+    intro: str  # HTML
+    sliders: tuple[Slider, ...]
+    signals: tuple[Signal, ...]  # in dependency order
+    chart: Callable[[], dict]  # a Vega-Lite spec whose expressions use the signals by name
+    note: str = ""  # HTML
+
+    def vega_lite(self) -> dict:
+        """The page's whole Vega-Lite spec: the sliders and signals as parameters, and the chart."""
+        names = {s.name: s.name for s in (*self.sliders, *self.signals)}
+        params = [{"name": s.name, "value": s.value} for s in self.sliders]
+        params += [{"name": s.name, "expr": s.expr(names)} for s in self.signals]
+        spec = self.chart()
+        return {
+            "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
+            "params": params,
+            "width": "container",
+            "height": 260,
+            "autosize": {"type": "fit-x", "contains": "padding"},
+            **spec,
+        }
+
+    def spec(self) -> dict:
+        """What the page hands to vega-embed (here Vega-Lite)."""
+        return self.vega_lite()
+
+    def model(self, inputs: Mapping[str, float]) -> dict[str, float]:
+        """Every signal from the slider values, by the Python models."""
+        values = dict(inputs)
+        for s in self.signals:
+            values[s.name] = s.model(values)
+        return values
+
+
+# --- the pages ------------------------------------------------------------------------------------
+
+
+def page_path(calc: Calculator) -> str:
+    """The calculator page's path from the site's root."""
+    return f"{PAGES_DIR}/{calc.slug}.html"
+
+
+def _page(calc: Calculator, chapter_title: str) -> str:
+    config = {
+        "spec": calc.spec(),
+        "sliders": [s.__dict__ for s in calc.sliders],
+        "outputs": [{"name": s.name, "label": s.label, "kind": s.kind} for s in calc.signals if s.label],
+    }
+    # </script> cannot occur in JSON of our own text, but escape "<" anyway: the JSON sits in a script tag
+    data = json.dumps(config).replace("<", "\\u003c")
+    static = f"../{STATIC_DIR}"
+    chapter = f"../{calc.chapter}.html"
+    return f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
+<title>{html.escape(calc.title)} | goodputlab</title>
+<link rel="stylesheet" href="{static}/calculator.css">
+<script defer src="{static}/{BUNDLE}"></script>
+<script defer src="{static}/calculator.js"></script>
+<script type="application/json" id="calculator-config">{data}</script>
+</head>
+<body>
+<main>
+<nav><a href="../book/index.html">goodputlab</a> &middot; <a class="chapter" href="{chapter}">{html.escape(chapter_title)}</a>
+&middot; <a href="../book/calculators.html">all calculators</a></nav>
+<h1>{html.escape(calc.title)}</h1>
+<p>{calc.intro}</p>
+<form id="controls" onsubmit="return false"></form>
+<table id="outputs"></table>
+<div id="chart"></div>
+<p class="note">{calc.note} Runs in your browser: no server, no kernel, nothing downloaded.
+Back to <a href="{chapter}">{html.escape(chapter_title)}</a>.</p>
+</main>
+</body>
+</html>
+"""
+
+
+def vega_bundle(cache: str | Path | None = None) -> str:
+    """Vega, Vega-Lite and vega-embed as one script (vl-convert-python's bundle, no network).
+
+    Bundling takes seconds, so with ``cache`` (a folder) it is kept there, one file per
+    vl-convert version, and made again only when that version changes.
+    """
+    import vl_convert
+
+    if cache is None:
+        return vl_convert.javascript_bundle()
+    kept = Path(cache) / f"vega-bundle-{vl_convert.__version__}.js"
+    if not kept.exists():
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        partial = kept.with_suffix(".partial")
+        partial.write_text(vl_convert.javascript_bundle())
+        partial.replace(kept)  # whole or absent: two builds at once cannot leave half a bundle
+    return kept.read_text()
+
+
+def write_pages(site: str | Path, calculators, chapter_titles: Mapping[str, str] | None = None,
+                cache: str | Path | None = None) -> list[Path]:
+    """Write the ``calculators``' pages and the JavaScript they share into a built site; returns the pages.
+
+    ``chapter_titles`` maps a chapter's page name to the title its link shows (Sphinx's titles);
+    ``cache``: a folder that keeps the Vega bundle between builds (:func:`vega_bundle`).
+    """
+    site = Path(site)
+    static = site / STATIC_DIR
+    static.mkdir(parents=True, exist_ok=True)
+    (static / BUNDLE).write_text(vega_bundle(cache))
+    for name in ("calculator.js", "calculator.css"):
+        (static / name).write_text((STATIC / name).read_text())
+    written = []
+    for calc in calculators:
+        path = site / page_path(calc)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        title = (chapter_titles or {}).get(calc.chapter, calc.chapter.rsplit("/", 1)[-1])
+        path.write_text(_page(calc, title))
+        written.append(path)
+    return written
+
+
+def chapter_banner(calc: Calculator, from_page: str) -> str:
+    """The note a chapter's page carries at its top: a link to its live calculator."""
+    depth = from_page.count("/")
+    href = "../" * depth + page_path(calc)
+    return (
+        '<div class="admonition tip calculator-link"><p class="admonition-title">Live calculator</p>'
+        f'<p><a href="{href}">{html.escape(calc.title)}</a>: move the sliders in this browser, '
+        "no kernel needed.</p></div>\n"
+    )
