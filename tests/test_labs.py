@@ -144,7 +144,7 @@ def lab02_cases() -> list[Case]:
 
 def lab03_cases() -> list[Case]:
     M, save = gl.theory.WORKED_EXAMPLE_MTBF_S, 60.0
-    runs = {k: rec(f"every-{k}") for k in (5, 25, 100)}
+    runs = {k: rec(f"lab03-every-{k}") for k in (5, 25, 100)}
     r = runs[100]
     lost, failures = r.buckets[C.LOST_WORK], r.summary["failures"]
     best = max(runs, key=lambda k: runs[k].goodput)

@@ -6,8 +6,10 @@ cells state only numbers cited from the literature, each listed with its referen
 A "number" here is what a figure looks like in prose: a decimal (``2.78``), a percentage (``64%``)
 or a number with thousands separators (``16,384``, ``$16{,}384$``). Small whole numbers (a
 10-minute restart, 8 GPUs, chapter 3) are settings and counts, not results, and are not checked.
-The exercises state their own givens and work them through; their answers are checked against the
-package in ``tests/test_textbook.py``.
+The book's exercises state their own givens and work them through; their answers are checked against
+the package in ``tests/test_textbook.py``. The labs' text is scanned too, exercises included: an
+exercise states its givens by hand (the student computes from them), each listed for its lab in
+``labs/givens.json``; anything else a lab's text states is cited or rendered by code.
 
 The committed notebooks (full-size runs) are read as they are; the SMOKE executions (papermill,
 shared with tests/test_notebooks.py) must render every sentence too.
@@ -29,6 +31,9 @@ import execute_notebooks as EN  # noqa: E402
 
 CHAPTERS = sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
 CITED = json.loads((ROOT / "book" / "data" / "cited.json").read_text())
+#: every lab notebook, the exercise and its solution
+LABS = sorted((ROOT / "labs").glob("[0-9][0-9]_*.ipynb")) + sorted((ROOT / "labs" / "solutions").glob("[0-9][0-9]_*.ipynb"))
+GIVENS = json.loads((ROOT / "labs" / "givens.json").read_text())["labs"]
 REFERENCES = (ROOT / "book" / "references.md").read_text()
 
 #: a decimal, a percentage, or a number with thousands separators (LaTeX's {,} too)
@@ -97,6 +102,26 @@ def test_the_text_states_no_figure_that_is_neither_computed_nor_cited(path):
         "produced is rendered by code (gl.say); a number from the literature goes into book/data/cited.json "
         "with its reference."
     )
+
+
+@pytest.mark.parametrize("path", LABS, ids=lambda p: str(p.relative_to(ROOT / "labs")))
+def test_a_lab_states_only_cited_figures_and_its_exercises_givens(path):
+    givens = {normalise(g["value"]) for g in GIVENS.get(path.stem, [])}
+    stated = [(i, n) for i, src in prose_cells(json.loads(path.read_text())) for n in figures(src)]
+    stray = [(i, n) for i, n in stated if n not in cited_values() | givens]
+    assert not stray, (
+        f"{path.relative_to(ROOT)}: figures typed into the text (cell, number): {stray}. A number a run or a model "
+        "produced is rendered by code (gl.say); an exercise's given goes into labs/givens.json with what it is."
+    )
+    assert givens <= {n for _, n in stated}, f"{path.stem}: labs/givens.json lists givens its text no longer states"
+
+
+def test_every_listed_given_says_what_it_is_and_names_a_lab():
+    names = {p.stem for p in LABS}
+    for lab, givens in GIVENS.items():
+        assert lab in names, f"labs/givens.json: no lab {lab!r}"
+        for g in givens:
+            assert set(g) == {"value", "what"} and g["what"], (lab, g)
 
 
 def test_the_scanner_finds_what_a_figure_looks_like():

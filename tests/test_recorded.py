@@ -28,8 +28,8 @@ def test_the_recordings_are_there_and_small():
     folders = {p.name for p in RECORDED_DIR.iterdir() if p.is_dir()}
     assert folders == set(NAMES), "a recording folder without an index entry, or the reverse"
     total = sum(p.stat().st_size for p in RECORDED_DIR.rglob("*") if p.is_file())
-    # 24 recordings, most of them 500-step runs of the dashboard (about 40 KB of gzipped events each)
-    assert total < 600_000, f"{total} bytes: the recordings should stay a few hundred KB"
+    # 27 recordings, most of them 500-step runs of the dashboard or Lab 3 (about 40 KB of gzipped events each)
+    assert total < 750_000, f"{total} bytes: the recordings should stay a few hundred KB"
     assert not list(RECORDED_DIR.rglob("*.pt")), "recordings hold event logs and summaries, never checkpoints"
 
 

@@ -34,6 +34,9 @@ from goodputlab.engine.recorded import EVENTS_NAME, INDEX_NAME, RECORDED_DIR, SU
 
 # The dashboard's defaults (goodputlab/widgets/dashboard.py): a tiny GPT on one thread.
 DASH = dict(steps=500, threads=1, seed=1, io_latency_ms=5.0)
+# Lab 3's interval sweep: a hot spare takes over at each failure, so the restart no longer dominates
+# and the interval's two costs (saves, lost work) show; failures twice as often as the dashboard's.
+LAB3 = dict(DASH, mtbf=5.0, hot_spare=True)
 # Chapter 4's comparison: the same run per strategy, killed at the same steps.
 STRATEGY = dict(model="small", batch_size=2, steps=120, ckpt_every=10, kill_at_steps=[45, 95], memory_disk_every=4,
                 seed=1, threads=1, restart_delay=0.1)
@@ -57,6 +60,12 @@ RECORDINGS: dict[str, tuple[str, tuple[int, ...], dict]] = {
                      dict(DASH, ckpt="dcp", ckpt_every=25, mtbf=10.0, steps=200)),
     "memory-every-25": ("memory saves every 25 steps, random failures (MTBF 10 s), a shorter run", (4,),
                         dict(DASH, ckpt="memory", ckpt_every=25, mtbf=10.0, steps=200)),
+    "lab03-every-5": ("Lab 3: a hot spare, a checkpoint every 5 steps, random failures (MTBF 5 s)", (3,),
+                      dict(LAB3, ckpt_every=5)),
+    "lab03-every-25": ("Lab 3: a hot spare, a checkpoint every 25 steps, random failures (MTBF 5 s)", (3,),
+                      dict(LAB3, ckpt_every=25)),
+    "lab03-every-100": ("Lab 3: a hot spare, a checkpoint every 100 steps, random failures (MTBF 5 s)", (3,),
+                      dict(LAB3, ckpt_every=100)),
     "hot-spare-every-25": ("a hot spare takes over at each failure; sync saves every 25 steps, MTBF 10 s", (6,),
                            dict(DASH, ckpt_every=25, mtbf=10.0, hot_spare=True)),
     "hang-every-25": ("every failure a hang, found by the watchdog; sync saves every 25 steps, MTBF 10 s", (6,),
