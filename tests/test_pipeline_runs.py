@@ -73,19 +73,20 @@ def test_anatomy_reports_the_ledgers_data_wait(anatomy):
 
 
 def test_model_predicts_a_real_pipeline_bound_run(anatomy, tmp_path):
-    # 2 workers, 120 ms reads: a batch every 60 ms against a ~15 ms step, so most of the
-    # loop is data wait, and stays so when a busy shared machine slows the step to 30 ms
-    # (with 60 ms reads a 25 ms step once left only 17% wait); the model replays the run's
-    # own step times.
-    config = RunConfig(steps=40, workers=2, prefetch=2, io_latency_ms=120.0, threads=1, ckpt_every=0, seed=5)
+    # 2 workers whose reads take 8 of this machine's steps (at least 120 ms): a batch every 4 steps'
+    # time, so most of the loop is data wait, and stays so when a busy shared machine slows the
+    # step even 2x after the calibration (at load 10, fixed 120 ms reads against a step slowed to
+    # 54 ms left only 15% wait); the model replays the run's own step times.
+    calibration = calibrate(anatomy.loops["compute_only"])
+    io_ms = round(max(120.0, 8000 * calibration.step_s), 1)
+    config = RunConfig(steps=40, workers=2, prefetch=2, io_latency_ms=io_ms, threads=1, ckpt_every=0, seed=5)
     result = run(config, out=tmp_path / "r", progress=False)
     measured = loop_stats(result)
-    calibration = calibrate(anatomy.loops["compute_only"])
     predicted = predict_stall_for(config, calibration, step_times_s=busy_times_s(result))
     assert 0.3 < measured.wait_share < 0.9
     assert measured.wait_share == pytest.approx(predicted.wait_share, abs=0.10)
-    # the period is the workers' pace, not the step's
-    assert measured.period_s == pytest.approx(60 * MS, abs=8 * MS)
+    # the period is the workers' pace (a read per worker), not the step's
+    assert measured.period_s == pytest.approx(io_ms / 2 * MS, abs=max(8 * MS, 0.1 * io_ms / 2 * MS))
 
 
 def test_every_pipeline_knob_reaches_the_loader(cli, cli_env, tmp_path):
