@@ -143,13 +143,12 @@ dashboard: $(WORKSHOP_STAMP)
 figures: $(BOOK_STAMP)
 	$(BIN)/python tools/make_figures.py --out $(FIGURES) $(if $(FULL),--full) book/*.ipynb
 
-# Everything, in two phases (tools/run_tests.py says why and prints each part's time). First the
-# tests that measure real runs (marked `measures` in tests/conftest.py) with nothing else beside
-# them: the end-to-end runs in one lane, the notebooks under papermill in another. Then, side by
-# side, the tests that assert no time: the rest (pure units, charts, docs, lab checks, layout, bad
-# input), nbval on the chapters that tag cells for it (on the outputs of papermill's execution of
-# them: tools/nbval_shared.py), and the browser tests (JupyterLab, the dashboard in Voila, the
-# website). Every lane runs even when one fails; the target fails if any did.
+# Everything, in two streams side by side (tools/run_tests.py says why and prints each lane's wall
+# and CPU time): the notebooks under papermill, then nbval on the chapters (on the outputs of those
+# executions: tools/nbval_shared.py), then the browser tests (JupyterLab, the dashboard in Voila,
+# the website); beside them, the other tests that measure real runs (marked `measures` in
+# tests/conftest.py), then the rest (pure units, charts, docs, lab checks, layout, bad input).
+# Every lane runs even when one fails; the target fails if any did.
 test: $(TEST_STAMP)
 	$(BIN)/python tools/run_tests.py -- $(PYTEST_ARGS)
 

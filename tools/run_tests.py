@@ -1,19 +1,24 @@
 """Run the whole test suite in lanes (what ``make test`` and CI run), and say how long each took.
 
-The suite's parts differ in what they need from a 2-core machine:
+The suite's parts differ in what they need from a 2-core machine. It runs in two streams side by
+side, each a row of lanes one after another:
 
-* Phase 1, the measuring tests (marked ``measures`` in tests/conftest.py), with no other work beside
-  them, in two lanes: the end-to-end runs (supervisors, torchrun, benchmarks' quick modes), and the
-  notebooks executed by papermill (chapters and labs). A notebook's runs wait on launches, sleeps
-  and emulated storage as much as on the cores, so the two lanes share the machine well; every
-  assertion in them is a ratio measured in one run or a model bound, which holds beside two busy
-  loops as well (README: make test is measured both ways).
-* Phase 2, the tests that assert no time, in two streams side by side: the browser tests
-  (JupyterLab, the dashboard in Voila, the website), and the rest (pure units, charts, docs, lab
-  checks, layout, bad input) followed by nbval on the committed chapters. (Three lanes side by side
-  were slower: 922 s against about 700 s, the cores were already full.)
+* Stream 1: the notebooks executed by papermill (chapters, labs, solutions: the tests marked
+  ``notebook_runs``), then nbval on the chapters (on those executions: below), then the browser
+  tests (JupyterLab, the dashboard in Voila, the website).
+* Stream 2: the other measuring tests (marked ``measures`` in tests/conftest.py: supervisors,
+  torchrun, the benchmarks' quick modes), then the rest (pure units, charts, docs, lab checks,
+  layout, bad input).
 
-Each chapter is executed once under papermill (SMOKE) in phase 1, and nbval compares the outputs
+So the measuring tests start together and share the cores with each other: a notebook's runs wait
+on launches, sleeps and emulated storage as much as on the cores. Every assertion in them is a
+ratio measured in one run or a model bound, which holds beside two busy loops as well (README:
+make test is measured both ways), and beside the browser tests, which follow the notebooks while
+the end-to-end runs finish. (Before, the measuring tests ran alone as a first phase and the rest
+waited for both lanes: the second phase could not start its browser tests, the longest lane,
+until the slower measuring lane had ended.)
+
+Each chapter is executed once under papermill (SMOKE) in stream 1, and nbval compares the outputs
 of that execution with the committed ones (tools/nbval_shared.py: the executed copies are saved in
 ``GOODPUTLAB_EXECUTED_DIR``, a folder of this run); it executes a chapter itself only where no copy
 was saved. Every lane's CPU time (its processes and the descendants they waited for) is printed
@@ -70,19 +75,19 @@ class Lane:
 
 
 def phases(pytest_args: list[str]) -> list[list[list[Lane]]]:
-    """The phases, one after the other; each a list of streams run side by side; each stream a list of
-    lanes run one after another."""
+    """The phases, one after the other (today one); each a list of streams run side by side; each
+    stream a list of lanes run one after another."""
     py = [sys.executable, "-m", "pytest"]
     return [
         [
-            [Lane("measuring: runs", py + ["tests", "-m", "measures and not notebook_runs", *NOT_BROWSER, *pytest_args])],
-            [Lane("measuring: notebooks", py + ["tests", "-m", "measures and notebook_runs", *NOT_BROWSER, *pytest_args])],
-        ],
-        [
-            [Lane("browser", py + [*BROWSER_TESTS, *pytest_args])],
             [
-                Lane("the rest", py + ["tests", "-m", "not measures", *NOT_BROWSER, *pytest_args]),
+                Lane("measuring: notebooks", py + ["tests", "-m", "measures and notebook_runs", *NOT_BROWSER, *pytest_args]),
                 Lane("nbval", py + [*NBVAL_ARGS, *nbval_notebooks(), *pytest_args]),
+                Lane("browser", py + [*BROWSER_TESTS, *pytest_args]),
+            ],
+            [
+                Lane("measuring: runs", py + ["tests", "-m", "measures and not notebook_runs", *NOT_BROWSER, *pytest_args]),
+                Lane("the rest", py + ["tests", "-m", "not measures", *NOT_BROWSER, *pytest_args]),
             ],
         ],
     ]
