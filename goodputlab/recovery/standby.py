@@ -117,19 +117,28 @@ def enter_idle_priority() -> bool:
 
 def leave_idle_priority() -> None:
     """Back to normal scheduling (``SCHED_OTHER``) for every thread of this process and of its children
-    (the DataLoader worker processes a standby started while it waited inherited its idle priority)."""
+    (the DataLoader worker processes a standby started while it waited inherited its idle priority).
+
+    This process's own threads come back first, with nothing imported or computed before: at
+    ``SCHED_IDLE`` beside busy neighbours a process gets a sliver of a core (beside two busy loops,
+    importing numpy for :func:`~goodputlab.recovery.inject.children_of` first took over 30 s)."""
+    _to_normal(os.getpid())
     from .inject import children_of
 
-    for pid in [os.getpid(), *children_of(os.getpid())]:
+    for pid in children_of(os.getpid()):
+        _to_normal(pid)
+
+
+def _to_normal(pid: int) -> None:
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        tids = [pid]
+    for tid in tids:
         try:
-            tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+            os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
         except OSError:
-            tids = [pid]
-        for tid in tids:
-            try:
-                os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
-            except OSError:
-                pass
+            pass
 
 
 def startup_seconds(deferred: DeferredEvents, launched_t: float | None, ready_t: float) -> float:
