@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sys
 from pathlib import Path
@@ -127,6 +126,9 @@ def executed_notebook(tmp_path_factory):
 
     import nbformat
     import papermill as pm
+    if str(ROOT / "tools") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tools"))
+    from nbval_shared import save_execution  # tools/nbval_shared.py
 
     from goodputlab.notebook import read_metrics
 
@@ -143,10 +145,7 @@ def executed_notebook(tmp_path_factory):
             )
             nb = nbformat.read(out, as_version=4)
             cache[rel] = (nb, read_metrics(nb), time.monotonic() - t)
-            shared = os.environ.get("GOODPUTLAB_EXECUTED_DIR")
-            if shared:  # nbval compares this execution's outputs (tools/nbval_shared.py)
-                Path(shared).mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(out, Path(shared) / rel.replace("/", "__"))
+            save_execution(rel, out)  # nbval compares this execution's outputs (tools/nbval_shared.py)
         return cache[rel]
 
     return execute

@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import uuid
 from pathlib import Path
 from queue import Empty
@@ -36,6 +37,15 @@ def saved_name(rel: str) -> str:
     """The file name under ``GOODPUTLAB_EXECUTED_DIR`` of a notebook's executed copy
     (``rel``: its path relative to the repository)."""
     return rel.replace("/", "__")
+
+
+def save_execution(rel: str, executed: Path) -> None:
+    """Keep papermill's executed copy of the notebook ``rel`` for nbval, where
+    ``GOODPUTLAB_EXECUTED_DIR`` is set (``make test`` sets it; elsewhere this does nothing)."""
+    folder = os.environ.get(ENV)
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(executed, Path(folder) / saved_name(rel))
 
 
 def _code_cells(nb: dict) -> list[dict]:

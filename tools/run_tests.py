@@ -74,21 +74,18 @@ class Lane:
     code: int | None = None
 
 
-def phases(pytest_args: list[str]) -> list[list[list[Lane]]]:
-    """The phases, one after the other (today one); each a list of streams run side by side; each
-    stream a list of lanes run one after another."""
+def streams(pytest_args: list[str]) -> list[list[Lane]]:
+    """The streams, run side by side; each a list of lanes run one after another."""
     py = [sys.executable, "-m", "pytest"]
     return [
         [
-            [
-                Lane("measuring: notebooks", py + ["tests", "-m", "measures and notebook_runs", *NOT_BROWSER, *pytest_args]),
-                Lane("nbval", py + [*NBVAL_ARGS, *nbval_notebooks(), *pytest_args]),
-                Lane("browser", py + [*BROWSER_TESTS, *pytest_args]),
-            ],
-            [
-                Lane("measuring: runs", py + ["tests", "-m", "measures and not notebook_runs", *NOT_BROWSER, *pytest_args]),
-                Lane("the rest", py + ["tests", "-m", "not measures", *NOT_BROWSER, *pytest_args]),
-            ],
+            Lane("measuring: notebooks", py + ["tests", "-m", "measures and notebook_runs", *NOT_BROWSER, *pytest_args]),
+            Lane("nbval", py + [*NBVAL_ARGS, *nbval_notebooks(), *pytest_args]),
+            Lane("browser", py + [*BROWSER_TESTS, *pytest_args]),
+        ],
+        [
+            Lane("measuring: runs", py + ["tests", "-m", "measures and not notebook_runs", *NOT_BROWSER, *pytest_args]),
+            Lane("the rest", py + ["tests", "-m", "not measures", *NOT_BROWSER, *pytest_args]),
         ],
     ]
 
@@ -113,9 +110,9 @@ def _reap(lane: Lane) -> bool:
     return True
 
 
-def run_phase(streams: list[list[Lane]], folder: Path) -> None:
-    """Run a phase's streams side by side (each stream's lanes one after another), print each lane's
-    log when it ends, return when every lane has."""
+def run_streams(streams: list[list[Lane]], folder: Path) -> None:
+    """Run the streams side by side (each stream's lanes one after another), print each lane's log
+    when it ends, return when every lane has."""
     env = dict(os.environ, GOODPUTLAB_SMOKE="1", GOODPUTLAB_EXECUTED_DIR=str(folder / "executed"),
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "tools"), os.environ.get("PYTHONPATH")])))
     queues = [list(stream) for stream in streams]
@@ -144,31 +141,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dry-run", action="store_true", help="print each lane's command, run nothing")
     p.add_argument("pytest_args", nargs="*", help="passed to every pytest (after --)")
     args = p.parse_args(argv)
-    plan = phases(args.pytest_args)
+    plan = streams(args.pytest_args)
+    lanes = [lane for stream in plan for lane in stream]
     if args.dry_run:
-        for n, streams in enumerate(plan, 1):
-            for k, stream in enumerate(streams, 1):
-                for lane in stream:
-                    print(f"phase {n}, stream {k}, {lane.name}: {shlex.join(lane.args)}")
+        for k, stream in enumerate(plan, 1):
+            for lane in stream:
+                print(f"stream {k}, {lane.name}: {shlex.join(lane.args)}")
         return 0
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="goodputlab-test-lanes-") as tmp:
-        times = []
-        for n, streams in enumerate(plan, 1):
-            start = time.monotonic()
-            run_phase(streams, Path(tmp))
-            times.append(time.monotonic() - start)
+        run_streams(plan, Path(tmp))
     total = time.monotonic() - t0
-    parts = "; ".join(
-        f"phase {n} in {times[n - 1]:.0f} s ("
-        + " | ".join(", then ".join(f"{lane.name} exit {lane.code} in {lane.seconds:.0f} s, cpu {lane.cpu:.0f} s" for lane in stream) for stream in streams)
-        + ")"
-        for n, streams in enumerate(plan, 1)
-    )
-    cpu = sum(lane.cpu for streams in plan for stream in streams for lane in stream)
+    parts = " | ".join(", then ".join(f"{lane.name} exit {lane.code} in {lane.seconds:.0f} s, cpu {lane.cpu:.0f} s"
+                                      for lane in stream) for stream in plan)
+    cpu = sum(lane.cpu for lane in lanes)
     print(f"\nmake test: {parts}; total {int(total // 60)} min {int(total % 60)} s, cpu {cpu:.0f} s", flush=True)
-    return 0 if all(lane.code == 0 for streams in plan for stream in streams for lane in stream) else 1
-
+    return 0 if all(lane.code == 0 for lane in lanes) else 1
 
 if __name__ == "__main__":
     sys.exit(main())
