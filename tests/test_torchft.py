@@ -18,8 +18,10 @@ import time
 
 import pytest
 
+import goodputlab as gl
 from goodputlab import categories as C
 from goodputlab.distributed.replica_ledger import job_books
+from conftest import chart_rows
 from test_listen_loopback import cmdline, descendants, listening_sockets, socket_inodes
 
 torchft = pytest.importorskip("torchft", reason="the ft extra: pip install 'goodputlab[ft]'")
@@ -85,6 +87,19 @@ def test_a_two_replica_run_with_kills_heals_closes_its_ledger_listens_on_loopbac
     shown = subprocess.run([*cli, "report", str(out)], capture_output=True, text=True, env=cli_env, timeout=60)
     assert shown.returncode == 0, shown.stderr
     assert any(line.split()[:1] == [C.DEGRADED] for line in shown.stdout.splitlines()), shown.stdout
+    # the timeline (gl.load_run(...).ledger and its chart) books by the job's rules too: it agrees with the summary
+    ledger = gl.load_run(out).ledger
+    assert ledger.wall_s == s["wall_s"] and len(ledger.failure_times) == 2 and ledger.completed
+    assert ledger.buckets == pytest.approx(s["buckets"], abs=1e-9)
+    strips = {}
+    for seg in ledger.segments:
+        strips.setdefault(seg.strip, C.empty_buckets())[seg.category] += seg.duration
+    assert set(strips) == {"replica 0", "replica 1"}
+    for r in ("0", "1"):  # each strip is that replica's own books, its degraded time in it
+        assert strips[f"replica {r}"] == pytest.approx(s["replicas"][r], abs=1e-9)
+    bars = [row for row in chart_rows(gl.load_run(out).timeline_chart()) if "category" in row]
+    assert {row["strip"] for row in bars} == set(strips)
+    assert sum(row["seconds"] for row in bars if row["category"] == C.DEGRADED) == pytest.approx(2 * s["buckets"][C.DEGRADED], abs=0.01)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])

@@ -12,7 +12,7 @@ from .base import CATEGORY_SCALE
 
 
 def _readable_segments(segments: list[Segment], wall_s: float, width_px: int) -> list[Segment]:
-    """Merge segments narrower than half a pixel into their predecessor in the same attempt.
+    """Merge segments narrower than half a pixel into their predecessor in the same strip.
 
     They would be invisible anyway; merging keeps a long run's chart small.
     The breakdown chart, built from the ledger's buckets, stays exact.
@@ -22,16 +22,17 @@ def _readable_segments(segments: list[Segment], wall_s: float, width_px: int) ->
     min_s = wall_s / width_px / 2
     out: list[Segment] = []
     for s in segments:
-        if out and s.duration < min_s and out[-1].attempt == s.attempt and out[-1].end == s.start:
+        if out and s.duration < min_s and out[-1].strip == s.strip and out[-1].end == s.start:
             p = out[-1]
-            out[-1] = Segment(p.start, s.end, p.category, p.attempt, p.kind, p.step)
+            out[-1] = Segment(p.start, s.end, p.category, p.attempt, p.kind, p.step, p.lane)
         else:
             out.append(s)
     return out
 
 
 def timeline(ledger: Ledger, title: str | None = None, width: int = 680) -> alt.LayerChart:
-    """A Gantt strip per attempt, coloured by category, with each failure marked.
+    """A Gantt strip per attempt (a torchft job: per replica group), coloured by category, with each
+    failure marked.
 
     x is wall time in seconds since the run started.
     """
@@ -43,20 +44,20 @@ def timeline(ledger: Ledger, title: str | None = None, width: int = 680) -> alt.
             "seconds": round(s.duration, 4),
             "category": s.category,
             "attempt": f"attempt {s.attempt}",
+            "strip": s.strip,
             "what": s.kind,
             "step": s.step,
         }
         for s in segs
     ]
-    attempts = sorted({s.attempt for s in segs})
-    order = [f"attempt {a}" for a in attempts]
+    order = list(dict.fromkeys(s.strip for s in segs))  # attempts in time order; a torchft job's replicas in order
     bars = (
         alt.Chart(alt.InlineData(values=rows))
         .mark_bar(height={"band": 0.8})
         .encode(
             x=alt.X("start:Q", title="wall time (s)", scale=alt.Scale(domain=[0, ledger.wall_s])),
             x2="end:Q",
-            y=alt.Y("attempt:N", sort=order, title=None),
+            y=alt.Y("strip:N", sort=order, title=None),
             color=alt.Color("category:N", scale=CATEGORY_SCALE, legend=alt.Legend(title="category")),
             tooltip=["category:N", "what:N", "attempt:N", "step:Q", "start:Q", "seconds:Q"],
         )
@@ -69,7 +70,7 @@ def timeline(ledger: Ledger, title: str | None = None, width: int = 680) -> alt.
     )
     chart = alt.layer(bars, rules).properties(
         width=width,
-        height=max(60, 22 * len(attempts)),
+        height=max(60, 22 * len(order)),
         title=title or f"timeline: goodput {ledger.goodput:.1%}, {len(ledger.failure_times)} failures",
     )
     return chart

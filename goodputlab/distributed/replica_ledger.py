@@ -22,10 +22,11 @@ Pure: no torch, no processes. The supervisor (:mod:`goodputlab.engine.torchft_su
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 from .. import categories as C
 from ..engine import events as E
+from ..engine.ledger import Ledger, Segment
 
 _STATIC = {
     E.W_RESTORE: C.CHECKPOINT_RESTORE,
@@ -37,19 +38,32 @@ _STATIC = {
 }
 
 
-def replica_segments(events: Iterable[dict], kills: dict[int, float], wall_s: float) -> list[tuple[float, float, str, bool]]:
-    """One replica's timeline as ``(start, end, category, cut_by_kill)`` from 0 to ``wall_s`` (seconds).
+class Stretch(NamedTuple):
+    """A stretch of one replica's timeline (seconds since the run started): its category, whether a kill
+    ended it, and the launch (``attempt``), event kind and step it began with."""
+
+    start: float
+    end: float
+    category: str
+    cut: bool
+    attempt: int
+    kind: str
+    step: int | None
+
+
+def replica_stretches(events: Iterable[dict], kills: dict[int, float], wall_s: float) -> list[Stretch]:
+    """One replica's timeline as :class:`Stretch` es from 0 to ``wall_s`` (seconds), without gaps.
 
     ``events`` are the replica's own (every launch, ``attempt`` = its launch); ``kills`` maps an
-    attempt to the time the supervisor killed it. ``cut_by_kill`` marks the stretch a kill ended.
+    attempt to the time the supervisor killed it.
     """
     kept = sorted((e for e in events if e["attempt"] not in kills or e["t"] <= kills[e["attempt"]]),
                   key=lambda e: (e["t"], e["attempt"]))
     committed = {(e["attempt"], e["step"]) for e in kept if e["kind"] == E.W_STEP_END and e.get("committed", True)}
     phases = [e for e in kept if e["kind"] in E.PHASES]
     trained: set[int] = set()  # attempts that have reached their first step or heal
-    segments: list[tuple[float, float, str, bool]] = []
-    t, category = 0.0, C.STARTUP  # before its first event: its process starting
+    out: list[Stretch] = []
+    t, category, began = 0.0, C.STARTUP, (0, E.SUP_SPAWN, None)  # before its first event: its process starting
     for i, e in enumerate(phases):
         a = e["attempt"]
         kind = e["kind"]
@@ -58,8 +72,8 @@ def replica_segments(events: Iterable[dict], kills: dict[int, float], wall_s: fl
         end_of_attempt = i + 1 == len(phases) or phases[i + 1]["attempt"] != a
         killed_at = kills.get(a)
         if e["t"] > t:
-            segments.append((t, e["t"], category, False))
-        t = e["t"]
+            out.append(Stretch(t, e["t"], category, False, *began))
+        t, began = e["t"], (a, kind, e["step"])
         if a not in trained:
             category = C.STARTUP if a == 0 else C.DEGRADED
         elif kind == E.W_COMPUTE:
@@ -69,12 +83,19 @@ def replica_segments(events: Iterable[dict], kills: dict[int, float], wall_s: fl
         if end_of_attempt:
             stop = min(killed_at, wall_s) if killed_at is not None else (
                 phases[i + 1]["t"] if i + 1 < len(phases) else wall_s)
-            segments.append((t, max(t, stop), category, killed_at is not None))
+            out.append(Stretch(t, max(t, stop), category, killed_at is not None, *began))
             t = max(t, stop)
             category = C.DEGRADED if killed_at is not None else C.OTHER  # away until relaunched, or done
+            began = (a, E.SUP_FAILURE if killed_at is not None else E.W_EXIT, None)
     if wall_s > t:
-        segments.append((t, wall_s, category, False))
-    return segments
+        out.append(Stretch(t, wall_s, category, False, *began))
+    return out
+
+
+def replica_segments(events: Iterable[dict], kills: dict[int, float], wall_s: float) -> list[tuple[float, float, str, bool]]:
+    """One replica's timeline as ``(start, end, category, cut_by_kill)`` from 0 to ``wall_s`` (seconds):
+    :func:`replica_stretches` without the launch, kind and step."""
+    return [(s.start, s.end, s.category, s.cut) for s in replica_stretches(events, kills, wall_s)]
 
 
 def _recomputed(phases: list[dict], i: int) -> bool:
@@ -89,25 +110,31 @@ def _recomputed(phases: list[dict], i: int) -> bool:
     return True
 
 
-def job_books(supervisor: list[dict], replicas: dict[int, list[dict]], groups: int) -> dict:
-    """The job's ledger from the supervisor's log and each replica's: ``wall_s``, ``buckets`` (the
-    replicas' mean, seconds), ``goodput``, ``replicas`` (each one's buckets), ``lost_work_survivors_s``
-    (the job's share of lost compute that no kill of its own replica cut: steps the survivors
-    discarded) and ``degraded_s``."""
+def _timelines(supervisor: list[dict], replicas: dict[int, list[dict]], groups: int) -> tuple[float, dict[int, list[Stretch]]]:
+    """The job's wall time (its ``end``) and each replica's :class:`Stretch` es, 0 to the wall."""
     end = next((e for e in reversed(supervisor) if e["kind"] == E.SUP_END), None)
     wall = end["t"] if end is not None else max((e["t"] for e in supervisor), default=0.0)
     kills: dict[int, dict[int, float]] = {}
     for e in supervisor:
         if e["kind"] == E.SUP_FAILURE and "replica" in e:
             kills.setdefault(e["replica"], {})[e["replica_attempt"]] = e["t"]
+    return wall, {r: replica_stretches(replicas.get(r, []), kills.get(r, {}), wall) for r in range(groups)}
+
+
+def job_books(supervisor: list[dict], replicas: dict[int, list[dict]], groups: int) -> dict:
+    """The job's ledger from the supervisor's log and each replica's: ``wall_s``, ``buckets`` (the
+    replicas' mean, seconds), ``goodput``, ``replicas`` (each one's buckets), ``lost_work_survivors_s``
+    (the job's share of lost compute that no kill of its own replica cut: steps the survivors
+    discarded) and ``degraded_s``."""
+    wall, timelines = _timelines(supervisor, replicas, groups)
     buckets = C.empty_buckets()
     per_replica, survivors_lost = {}, 0.0
-    for r in range(groups):
+    for r, stretches in timelines.items():
         own = C.empty_buckets()
-        for start, stop, category, cut in replica_segments(replicas.get(r, []), kills.get(r, {}), wall):
-            own[category] += stop - start
-            if category == C.LOST_WORK and not cut:
-                survivors_lost += (stop - start) / groups
+        for s in stretches:
+            own[s.category] += s.end - s.start
+            if s.category == C.LOST_WORK and not s.cut:
+                survivors_lost += (s.end - s.start) / groups
         per_replica[str(r)] = own
         for k, v in own.items():
             buckets[k] += v / groups
@@ -120,3 +147,41 @@ def job_books(supervisor: list[dict], replicas: dict[int, list[dict]], groups: i
         "lost_work_survivors_s": survivors_lost,
         "degraded_s": buckets[C.DEGRADED],
     }
+
+
+def split_job_log(events: Iterable[dict]) -> tuple[list[dict], dict[int, list[dict]]]:
+    """A torchft job's ``events.jsonl`` split back into the supervisor's events and each replica's own.
+
+    The merge (:meth:`~goodputlab.engine.torchft_supervision.TorchftSupervision.finish`) marks every
+    replica's event with its ``replica``; of the supervisor's, only the ``spawn`` and ``failure`` of a
+    replica name one, and they also carry ``replica_attempt``, which no replica's own event does."""
+    supervisor: list[dict] = []
+    replicas: dict[int, list[dict]] = {}
+    for e in events:
+        if "replica" in e and "replica_attempt" not in e:
+            replicas.setdefault(int(e["replica"]), []).append(e)
+        else:
+            supervisor.append(e)
+    return supervisor, replicas
+
+
+def replica_lane(replica: int) -> str:
+    """The name of replica group ``replica``'s strip in a timeline."""
+    return f"replica {replica}"
+
+
+def job_ledger(events: Iterable[dict], groups: int) -> Ledger:
+    """The :class:`~goodputlab.engine.ledger.Ledger` of a torchft job from its ``events.jsonl``, by the
+    job's rules (the module's table): one strip (``lane``) per replica group from 0 to the wall, its
+    launches as ``attempt``; the buckets are the replicas' mean, as in ``summary.json`` (so a strip's
+    seconds sum to the wall, and all strips' to ``groups`` walls); the failures are the supervisor's kills."""
+    supervisor, replicas = split_job_log(sorted(events, key=lambda e: e["t"]))
+    wall, timelines = _timelines(supervisor, replicas, groups)
+    segments = [Segment(s.start, s.end, s.category, s.attempt, s.kind, s.step, lane=replica_lane(r))
+                for r, stretches in timelines.items() for s in stretches if s.end > s.start]
+    buckets = C.empty_buckets()
+    for seg in segments:
+        buckets[seg.category] += seg.duration / groups
+    end = next((e for e in reversed(supervisor) if e["kind"] == E.SUP_END), None)
+    failures = [e["t"] for e in supervisor if e["kind"] == E.SUP_FAILURE]
+    return Ledger(segments, wall, buckets, failures, bool(end and end.get("completed")))

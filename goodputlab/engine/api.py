@@ -80,7 +80,13 @@ class RunResult:
     @cached_property
     def ledger(self) -> Ledger:
         """The ledger with its segments (a long recording's merged to a chart's resolution: segments
-        shorter than 1/4000 of the wall time join the one before them)."""
+        shorter than 1/4000 of the wall time join the one before them). A torchft job's is booked by
+        the job's rules, one strip per replica group with its ``degraded`` time, as its summary is
+        (:func:`goodputlab.distributed.replica_ledger.job_ledger`)."""
+        if self.summary.get("fault_tolerance") == "torchft":
+            from ..distributed.replica_ledger import job_ledger
+
+            return job_ledger(self.events, int(self.summary["replica_groups"]))
         if self._events is None and self.recording is not None:
             return self.recording.ledger(min_s=self.summary["wall_s"] / TIMELINE_SEGMENTS)
         return build_ledger(self.events)

@@ -54,10 +54,18 @@ class Segment:
     attempt: int
     kind: str
     step: int | None = None
+    #: the timeline strip it belongs to: "" for its attempt's; a torchft job's are its replica groups'
+    #: (``"replica R"``, :func:`goodputlab.distributed.replica_ledger.job_ledger`)
+    lane: str = ""
 
     @property
     def duration(self) -> float:
         return self.end - self.start
+
+    @property
+    def strip(self) -> str:
+        """The timeline strip it is drawn in: its ``lane``, else ``"attempt N"``."""
+        return self.lane or f"attempt {self.attempt}"
 
 
 @dataclass
@@ -80,12 +88,12 @@ class Ledger:
         return {k: (v / self.wall_s if self.wall_s > 0 else 0.0) for k, v in self.buckets.items()}
 
     def coalesced(self) -> list[Segment]:
-        """Adjacent segments of the same attempt and category merged (for timelines)."""
+        """Adjacent segments of the same strip, attempt and category merged (for timelines)."""
         out: list[Segment] = []
         for s in self.segments:
-            if out and out[-1].category == s.category and out[-1].attempt == s.attempt and out[-1].end == s.start:
-                prev = out[-1]
-                out[-1] = Segment(prev.start, s.end, s.category, s.attempt, prev.kind, prev.step)
+            prev = out[-1] if out else None
+            if prev and prev.category == s.category and prev.attempt == s.attempt and prev.lane == s.lane and prev.end == s.start:
+                out[-1] = Segment(prev.start, s.end, s.category, s.attempt, prev.kind, prev.step, prev.lane)
             else:
                 out.append(s)
         return out

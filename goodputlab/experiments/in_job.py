@@ -71,24 +71,15 @@ def stretches(timeline: Mapping[str, Any]) -> list[tuple[float, float, str]]:
 
 
 def _replica_timelines(result) -> dict[str, list[list]]:
-    """Each replica's (torchft) or rank's (torchrun: the job's ledger) merged timeline."""
-    from ..distributed.replica_ledger import replica_segments
-    from ..engine import events as E
-
+    """Each replica's (torchft: its strip of the job's ledger) or rank's (torchrun: the job's ledger) merged timeline."""
     s = result.summary
+    segments = result.ledger.segments
     if s.get("fault_tolerance") != "torchft":
-        job = _merged((seg.start, seg.end, seg.category) for seg in result.ledger.segments)
+        job = _merged((seg.start, seg.end, seg.category) for seg in segments)
         return {str(r): job for r in range(int(s.get("world_size", 1)))}
-    from ..distributed.ft_worker import REPLICA_LOG
-    from ..distributed.joblog import RANKS_DIR
-    from ..engine.events import read_events
+    from ..distributed.replica_ledger import replica_lane
 
-    kills: dict[int, dict[int, float]] = {}
-    for e in result.events:
-        if e["kind"] == E.SUP_FAILURE and "replica" in e:
-            kills.setdefault(e["replica"], {})[e["replica_attempt"]] = e["t"]
-    own = {r: read_events(Path(result.out) / RANKS_DIR / REPLICA_LOG.format(replica=r)) for r in range(s["replica_groups"])}
-    return {str(r): _merged((a, b, c) for a, b, c, _ in replica_segments(own.get(r, []), kills.get(r, {}), s["wall_s"]))
+    return {str(r): _merged((seg.start, seg.end, seg.category) for seg in segments if seg.lane == replica_lane(r))
             for r in range(s["replica_groups"])}
 
 
