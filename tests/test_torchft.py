@@ -20,7 +20,8 @@ import pytest
 
 import goodputlab as gl
 from goodputlab import categories as C
-from goodputlab.distributed.replica_ledger import job_books
+from goodputlab.distributed.replica_ledger import job_books, job_ledger, recoveries
+from goodputlab.recovery.control import replica_named
 from conftest import chart_rows
 from test_listen_loopback import cmdline, descendants, listening_sockets, socket_inodes
 
@@ -102,28 +103,39 @@ def test_a_two_replica_run_with_kills_heals_closes_its_ledger_listens_on_loopbac
     assert sum(row["seconds"] for row in bars if row["category"] == C.DEGRADED) == pytest.approx(2 * s["buckets"][C.DEGRADED], abs=0.01)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm-after-a-hot-spare-took-over", "ctrl-c"])
 def test_a_stopped_run_leaves_no_replica_and_no_lighthouse(tmp_path, cli, cli_env, signum):
+    """Ctrl-C while training; SIGTERM once a replica killed at step 30 was handed to a hot spare (a
+    standby replica process, set up beforehand) and healed from its peer, with the next standby waiting."""
     out = tmp_path / "run"
-    proc = subprocess.Popen([*cli, "run", *FT_FLAGS, "--steps", "100000", "--out", str(out)],
+    spare = ["--hot-spare", "--kill-at-steps", "30"] if signum == signal.SIGTERM else []
+    proc = subprocess.Popen([*cli, "run", *FT_FLAGS, "--steps", "100000", *spare, "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env)
 
-    def training() -> bool:
-        log = out / "ranks" / "events-replica1.jsonl"
-        return log.exists() and '"step_end"' in log.read_text()
+    def logs() -> str:
+        return "".join(p.read_text() for p in (out / "ranks").glob("events-replica*.jsonl")) if (out / "ranks").is_dir() else ""
+
+    def ready() -> bool:
+        return '"restored"' in logs() if spare else '"step_end"' in logs()
 
     try:
-        _, lighthouses, pids = _watch(proc, training)
-        assert training() and lighthouses, "the run did not start training"
-        more = descendants(proc.pid) - {proc.pid}  # the pids once training
+        _, lighthouses, pids = _watch(proc, ready)
+        assert ready() and lighthouses, "the run did not start training" + (" and heal a replica from the spare" if spare else "")
+        more = descendants(proc.pid) - {proc.pid}  # the pids once training (the next standby among them)
         proc.send_signal(signum)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
         proc.kill()
     assert proc.returncode != 0
     assert "interrupted" in stderr and "Traceback" not in stderr, stderr
-    assert not [p for p in pids | more if _alive(p)], "a replica or the lighthouse outlived the run"
-    assert json.loads((out / "summary.json").read_text())["stop_reason"].startswith("interrupted")
+    assert not [p for p in pids | more if _alive(p)], "a replica, a standby or the lighthouse outlived the run"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stop_reason"].startswith("interrupted")
+    if spare:
+        assert (out / "ranks" / "supervisor.jsonl").read_text().count('"standby_spawned"') >= 2  # the next one waited
+        (recovery,) = summary["recoveries"]
+        assert recovery["hot"] and recovery["heal_s"] is not None and recovery["away_s"] > 0, recovery
+        assert '"activate"' in logs() and summary["heals"] == 1
 
 
 def test_without_torchft_a_run_says_how_to_install_it_in_one_line(tmp_path, cli_env):
@@ -146,7 +158,8 @@ def test_the_ledger_books_a_missing_replica_as_degraded_and_its_heal_as_a_restor
                 ev(4.6, "compute", step=1), ev(9.0, "step_end", step=1, committed=True), ev(9.5, "exit")]
     victim = [ev(1.0, "init"), ev(2.0, "compute", step=0), ev(3.0, "step_end", step=0, committed=True),
               ev(3.5, "compute", step=1),  # killed at 4.0 in this step
-              ev(5.0, "init", attempt=1), ev(7.0, "restore", attempt=1, step=0), ev(8.0, "compute", attempt=1, step=1),
+              ev(5.0, "init", attempt=1), ev(7.0, "restore", attempt=1, step=0), ev(7.5, "restored", attempt=1, step=1),
+              ev(8.0, "compute", attempt=1, step=1),
               ev(9.0, "step_end", attempt=1, step=1, committed=True), ev(9.5, "exit", attempt=1)]
     books = job_books(supervisor, {0: survivor, 1: victim}, 2)
     b, r0, r1 = books["buckets"], books["replicas"]["0"], books["replicas"]["1"]
@@ -156,3 +169,17 @@ def test_the_ledger_books_a_missing_replica_as_degraded_and_its_heal_as_a_restor
     assert r0[C.LOST_WORK] == pytest.approx(1.0) and r0[C.DEGRADED] == 0  # the uncommitted try of step 1
     assert r0[C.PRODUCTIVE] == pytest.approx(1.0 + 4.4) and r0[C.STARTUP] == pytest.approx(2.0)
     assert b[C.DEGRADED] == pytest.approx(1.5) and books["lost_work_survivors_s"] == pytest.approx(0.5)
+    assert recoveries(supervisor, {0: survivor, 1: victim}) == [
+        {"replica": 1, "attempt": 1, "hot": False, "away_s": pytest.approx(3.0), "heal_s": pytest.approx(0.5)}]
+    # the job's events.jsonl (the merge marks each replica's events) gives the same books as a timeline
+    merged = sorted(supervisor + [{**e, "replica": r} for r, evs in ((0, survivor), (1, victim)) for e in evs], key=lambda e: e["t"])
+    ledger = job_ledger(merged, 2)
+    assert ledger.buckets == pytest.approx(b) and ledger.failure_times == [4.0] and ledger.completed
+    degraded = [(seg.strip, seg.start, seg.end) for seg in ledger.segments if seg.category == C.DEGRADED]
+    assert degraded == [("replica 1", 4.0, 5.0), ("replica 1", 5.0, 7.0)]
+
+
+def test_a_standby_learns_its_replica_group_from_the_control_pipe():
+    assert replica_named(["inject", "replica 3"]) == 3
+    with pytest.raises(ValueError, match="replica <r>"):
+        replica_named(["go 2"])

@@ -76,29 +76,47 @@ def loopback_torchft() -> None:
     manager_module.ManagerServer = loopback_manager_server
 
 
-def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, replicas: int) -> dict:
-    """Train to ``config.steps`` with the other replica groups; returns what this replica ended with."""
+class Replica:
+    """What a replica group sets up before it joins the job: the model, optimizer and schedule (from the
+    run's seed, the same in every replica) and the data set. A hot spare builds it while it waits."""
+
+    def __init__(self, config: RunConfig, run_dir: Path):
+        import torch
+
+        from ..pipeline.loader import SlowStorageDataset, data_file
+        from ..training.objects import build_training, make_deterministic
+        from ..training.workload import PRESETS
+
+        import torchft  # noqa: F401  (imported now: a spare pays for it before it is needed)
+
+        self.preset = PRESETS[config.model]
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        self.device = torch.device("cpu")
+        make_deterministic(config.seed, self.device)  # the same initial model in every replica
+        self.model, self.optimizer, self.scheduler = build_training(config, self.device)
+        self.dataset = SlowStorageDataset(data_file(run_dir / "data", self.preset, config.seed), config.seed,
+                                          io_latency_s=config.io_latency_ms / 1000, io_jitter=config.io_jitter,
+                                          transform_s=config.transform_ms / 1000)
+
+
+def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, replicas: int,
+          ready: Replica | None = None) -> dict:
+    """Train to ``config.steps`` with the other replica groups; returns what this replica ended with.
+    ``ready``: what a hot spare set up before it was activated (else set up now)."""
     import torch
     import torch.distributed as dist
     from torchft import Manager, Optimizer, ProcessGroupGloo
 
-    from ..pipeline.loader import BatchRequest, SlowStorageDataset, data_file
+    from ..pipeline.loader import BatchRequest
     from ..training.model import count_params, state_sha256
-    from ..training.objects import build_training, make_deterministic
-    from ..training.workload import PRESETS
     from .binding import listening_socket
     from .sharding import ShardedStepSampler
 
-    preset = PRESETS[config.model]
-    if config.threads:
-        torch.set_num_threads(config.threads)
-    device = torch.device("cpu")
-    make_deterministic(config.seed, device)  # the same initial model in every replica
-    model, inner_optimizer, scheduler = build_training(config, device)
+    built = ready if ready is not None else Replica(config, run_dir)
+    preset, device, dataset = built.preset, built.device, built.dataset
+    model, inner_optimizer, scheduler = built.model, built.optimizer, built.scheduler
     batch_size = config.resolved_batch_size()
-    dataset = SlowStorageDataset(data_file(run_dir / "data", preset, config.seed), config.seed,
-                                 io_latency_s=config.io_latency_ms / 1000, io_jitter=config.io_jitter,
-                                 transform_s=config.transform_ms / 1000)
     sampler = ShardedStepSampler(len(dataset), batch_size, config.seed, 0, config.steps, replica, replicas)
 
     sock = listening_socket(LOOPBACK, 0)  # this replica group's own store, on loopback only
@@ -190,6 +208,35 @@ def _wait_for_replicas(folder: Path, replica: int, replicas: int, timeout_s: flo
         time.sleep(0.01)
 
 
+def serve_as_spare(config: RunConfig, run_dir: Path, t0: float, control) -> tuple[Replica, EventWriter, int]:
+    """A hot spare replica group: set up (:class:`Replica`) at idle priority, writing nothing, then wait on
+    ``control`` for the job (:mod:`goodputlab.recovery.standby`'s protocol; the supervisor names the
+    replica group it takes over with a ``replica R`` line before its ``go A``). Returns what it set up, the
+    replica's event log opened as attempt ``A`` (its ``activate`` written) and ``R``."""
+    import select
+
+    from ..recovery import standby
+    from ..recovery.booking import W_ACTIVATE
+    from ..recovery.control import replica_named
+
+    idle = standby.enter_idle_priority()  # start-up on spare CPU only, when it can come back
+    started = time.monotonic() - t0
+    ready = Replica(config, run_dir)
+    ready_t = time.monotonic() - t0
+    early = bool(select.select([control.fd], [], [], 0)[0])  # the word came before it was ready
+    attempt = control.wait_for_activation()
+    if idle:
+        standby.leave_idle_priority()
+    replica = replica_named(control.requests())
+    events = EventWriter(run_dir / RANKS_DIR / REPLICA_LOG.format(replica=replica), t0, attempt)
+    if config.restart_delay > 0:
+        events.emit(E.SUP_RESTART_DELAY)  # emulated detection and rescheduling: a spare saves what comes after
+        time.sleep(config.restart_delay)
+    events.emit(W_ACTIVATE, standby_startup_s=round(ready_t - started, 6),
+                standby_waited_s=round(max(0.0, events.now() - ready_t), 6), standby_ready=not early, pid=os.getpid())
+    return ready, events, replica
+
+
 def main(argv: list[str] | None = None) -> int:
     from ..safe_io import read_regular
     from .worker import _die_with_parent  # the kernel kills this replica if the supervisor dies
@@ -197,18 +244,29 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m goodputlab.distributed.ft_worker", description=__doc__)
     p.add_argument("--run-dir", type=Path, required=True)
     p.add_argument("--t0", type=float, required=True, help="the run's start on this machine's monotonic clock")
-    p.add_argument("--replica", type=int, required=True)
+    p.add_argument("--replica", type=int, default=None, help="this replica group (not for --standby)")
     p.add_argument("--replicas", type=int, required=True)
-    p.add_argument("--attempt", type=int, required=True, help="this replica's launch, from 0")
+    p.add_argument("--attempt", type=int, default=None, help="this replica's launch, from 0 (not for --standby)")
+    p.add_argument("--standby", action="store_true", help="a hot spare: set up, then wait on --control-fd for a replica to take over")
+    p.add_argument("--control-fd", type=int, default=None, help="the supervisor's control pipe (recovery.control)")
     args = p.parse_args(argv)
     _die_with_parent()
-    events = EventWriter(args.run_dir / RANKS_DIR / REPLICA_LOG.format(replica=args.replica), args.t0, args.attempt)
     config = RunConfig.from_dict(json.loads(read_regular(args.run_dir / "config.json", 1 << 20)))
-    if args.attempt > 0 and config.restart_delay > 0:
-        events.emit(E.SUP_RESTART_DELAY)  # emulated rescheduling, before this launch starts
-        time.sleep(config.restart_delay)
-    events.emit(E.W_INIT, rank=args.replica, world_size=args.replicas, pid=os.getpid(), host=socket.gethostname())
-    train(config, args.run_dir, events, args.replica, args.replicas)
+    if args.standby:
+        from ..recovery.control import ControlChannel, ControlClosed
+
+        try:
+            ready, events, replica = serve_as_spare(config, args.run_dir, args.t0, ControlChannel(args.control_fd))
+        except ControlClosed:  # never needed: the run ended first
+            os._exit(0)
+        train(config, args.run_dir, events, replica, args.replicas, ready)
+    else:
+        events = EventWriter(args.run_dir / RANKS_DIR / REPLICA_LOG.format(replica=args.replica), args.t0, args.attempt)
+        if args.attempt > 0 and config.restart_delay > 0:
+            events.emit(E.SUP_RESTART_DELAY)  # emulated rescheduling, before this launch starts
+            time.sleep(config.restart_delay)
+        events.emit(E.W_INIT, rank=args.replica, world_size=args.replicas, pid=os.getpid(), host=socket.gethostname())
+        train(config, args.run_dir, events, args.replica, args.replicas)
     events.close()
     sys.stdout.flush()
     os._exit(0)  # skip the interpreter's slow teardown of torch

@@ -224,7 +224,7 @@ def machines(config) -> int:
 #: with the value it needs and what to say (``kill`` is ``goodputlab.recovery.modes.KILL``).
 _NOT_UNDER_TORCHRUN = (
     ("hot_spare", False, "off under torchrun: torchrun restarts the whole group of ranks; there is no standby "
-                         "rank to hand over to"),
+                         "rank to hand over to (a spare replica group: with --fault-tolerance torchft)"),
     ("failure_mode", "kill", "kill under torchrun: a failure kills one rank (hang, exception, loader-death and "
                              "disk-full are one-process modes)"),
     ("ckpt_omit", (), "nothing under torchrun: a sharded checkpoint always holds the whole state"),
@@ -236,6 +236,8 @@ def _recovery_settings_under_torchrun(config) -> None:
     for name, needed, allowed in _NOT_UNDER_TORCHRUN:
         if name == "hang_timeout" and config.emulate_nodes >= 2:
             continue  # the emulated cluster's supervisor watches the job's steps (a partition's hang)
+        if name == "hot_spare" and config.fault_tolerance == "torchft":
+            continue  # a standby replica group takes over a killed one (engine/torchft_supervision.py)
         value = getattr(config, name)
         check(value == needed, name, value, allowed)
 

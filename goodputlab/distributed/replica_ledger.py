@@ -149,6 +149,26 @@ def job_books(supervisor: list[dict], replicas: dict[int, list[dict]], groups: i
     }
 
 
+def recoveries(supervisor: list[dict], replicas: dict[int, list[dict]]) -> list[dict]:
+    """Each kill's recovery, in seconds: ``away_s`` from the kill to the relaunch's heal (its first quorum:
+    respawn or hand-over, set-up, joining), ``heal_s`` the heal (fetching the live state from a peer),
+    ``hot`` whether a standby took the group over; ``away_s`` and ``heal_s`` are None when the relaunch
+    never healed (the job ended first)."""
+    handovers = {(e["replica"], e["replica_attempt"]) for e in supervisor if e["kind"] == "handover" and "replica" in e}
+    out = []
+    for e in supervisor:
+        if e["kind"] != E.SUP_FAILURE or "replica" not in e:
+            continue
+        r, a = e["replica"], e["replica_attempt"] + 1
+        mine = [x for x in replicas.get(r, []) if x["attempt"] == a]
+        restore = next((x["t"] for x in mine if x["kind"] == E.W_RESTORE), None)
+        healed = next((x["t"] for x in mine if x["kind"] == E.M_RESTORED), None)
+        out.append({"replica": r, "attempt": a, "hot": (r, a) in handovers,
+                    "away_s": None if restore is None else restore - e["t"],
+                    "heal_s": None if healed is None or restore is None else healed - restore})
+    return out
+
+
 def split_job_log(events: Iterable[dict]) -> tuple[list[dict], dict[int, list[dict]]]:
     """A torchft job's ``events.jsonl`` split back into the supervisor's events and each replica's own.
 

@@ -3,8 +3,10 @@
 The supervisor starts torchft's lighthouse on loopback and ``nproc`` replica groups, each a job of
 one rank (:mod:`goodputlab.distributed.ft_worker`). A failure (a ``--kill-at-steps`` kill, or a
 Poisson failure at each replica's ``--mtbf``) SIGKILLs one replica group; the others train on
-without it, and the supervisor relaunches it at once (cold): it heals from a healthy peer in its
-first quorum. A kill waits until every replica trains, so the job never loses all of them. The
+without it, and the supervisor relaunches it at once: cold (a new process), or with ``--hot-spare``
+by handing it to a standby replica process that set itself up beforehand (:mod:`goodputlab.recovery.spare`'s
+:class:`HotSpare`, told which group it becomes on its control pipe). Either way it heals from a
+healthy peer in its first quorum. A kill waits until every replica trains, so the job never loses all of them. The
 lighthouse and every replica are stopped at the end, on a crash, Ctrl-C and SIGTERM.
 """
 
@@ -110,6 +112,13 @@ class TorchftSupervision:
         self.done: set[int] = set()
         self.tails: dict[int, _Tail] = {}
         self.failures, self.completed, self.reason = 0, False, ""
+        self.logs: dict[int, Path] = {}  # each replica's current process's output
+        self.controls: list = []  # the control pipes of standbys that took over a replica
+        self.spare = None
+        if config.hot_spare:
+            from ..recovery.spare import HotSpare
+
+            self.spare = HotSpare(self.launch_standby, self.ev)
         self.deadline = float("inf")
         self.state = Progress(0, config.steps, 0, 0, "startup")
 
@@ -122,6 +131,8 @@ class TorchftSupervision:
             self.ev.emit(E.SUP_SPAWN)
             for r in range(self.groups):
                 self.launch(r)
+            if self.spare is not None:
+                self.spare.ensure()  # set up beside the replicas, at idle priority
             self.watch()
         except BaseException as exc:  # Ctrl-C, SIGTERM, a crash: no process left, keep a summary
             self.stop_all()
@@ -147,25 +158,63 @@ class TorchftSupervision:
                 preexec_fn=_die_with_parent,
             )
 
-    def launch(self, replica: int) -> None:
-        """Start replica ``replica``'s next launch (its own session, killed with us)."""
-        from ..distributed.ft_worker import REPLICA_LOG
-        from ..distributed.joblog import RANKS_DIR
-
-        attempt = self.attempts[replica]
+    def _env(self) -> dict:
         env = worker_env(self.config)
         env.update(TORCHFT_LIGHTHOUSE=f"http://127.0.0.1:{self.lighthouse_port}", GLOO_SOCKET_IFNAME="lo",
                    MASTER_ADDR="127.0.0.1", RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", RUST_LOG="warn")
         env.pop("MASTER_PORT", None)  # each replica binds its own store on a free port
-        log = open(self.out / "logs" / f"replica{replica}-attempt{attempt}.log", "wb")
-        with log:
+        return env
+
+    def _command(self, *args: str) -> list[str]:
+        return [self.python, "-m", "goodputlab.distributed.ft_worker", "--run-dir", str(self.out), "--t0", repr(self.t0),
+                "--replicas", str(self.groups), *args]
+
+    def launch(self, replica: int) -> None:
+        """Start replica ``replica``'s next launch (its own session, killed with us)."""
+        attempt = self.attempts[replica]
+        self.logs[replica] = self.out / "logs" / f"replica{replica}-attempt{attempt}.log"
+        with open(self.logs[replica], "wb") as log:
             self.procs[replica] = subprocess.Popen(
-                [self.python, "-m", "goodputlab.distributed.ft_worker", "--run-dir", str(self.out), "--t0",
-                 repr(self.t0), "--replica", str(replica), "--replicas", str(self.groups), "--attempt", str(attempt)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                self._command("--replica", str(replica), "--attempt", str(attempt)),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self._env(), start_new_session=True,
             )
+        self._follow_replica(replica)
+
+    def _follow_replica(self, replica: int) -> None:
+        from ..distributed.ft_worker import REPLICA_LOG
+        from ..distributed.joblog import RANKS_DIR
+
         self.training[replica] = False
         self.tails.setdefault(replica, _Tail(self.out / RANKS_DIR / REPLICA_LOG.format(replica=replica)))
+
+    def launch_standby(self, index: int, control) -> tuple[subprocess.Popen, "_SpareLog"]:
+        """Launch standby ``index`` (for :class:`~goodputlab.recovery.spare.HotSpare`): a replica process that
+        sets itself up and waits on ``control`` for the group it takes over."""
+        log = _SpareLog(self.out / "logs" / f"standby-{index:03d}.log")
+        with open(log.path, "wb") as out:
+            proc = subprocess.Popen(self._command("--standby", "--control-fd", str(control.child_fd)),
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=self._env(),
+                                    start_new_session=True, pass_fds=(control.child_fd,))
+        return proc, log
+
+    def relaunch(self, replica: int) -> None:
+        """Bring ``replica`` back as its next launch: the hot spare when one is ready, else a new process."""
+        from ..recovery.booking import SUP_HANDOVER
+
+        standby = self.spare.take() if self.spare is not None else None
+        if standby is not None:
+            self.ev.emit(SUP_HANDOVER, replica=replica, replica_attempt=self.attempts[replica], standby=standby.index)
+            if standby.control.assign(replica) and standby.control.activate(self.attempts[replica]):
+                self.procs[replica], self.logs[replica] = standby.proc, standby.log.path
+                self.controls.append(standby.control)
+                self._follow_replica(replica)
+                self.spare.ensure()  # the next standby starts now, beside the job
+                return
+            self.spare._discard(standby)  # it died as it was handed the group: a cold launch
+        self.ev.emit(E.SUP_SPAWN, replica=replica, replica_attempt=self.attempts[replica])
+        self.launch(replica)
+        if self.spare is not None:
+            self.spare.ensure()
 
     def watch(self) -> None:
         """Follow the replicas until every one has finished, injecting failures and relaunching."""
@@ -177,13 +226,15 @@ class TorchftSupervision:
                     continue
                 del self.procs[r]
                 if code != 0:
-                    log = self.out / "logs" / f"replica{r}-attempt{self.attempts[r]}.log"
+                    log = self.logs[r]
                     raise WorkerCrashed(code, log, log.read_text(errors="replace")[-4000:])
                 self.done.add(r)
                 self.end_unhealed()
             if len(self.done) == self.groups:
                 self.completed, self.reason = True, "completed"
                 return
+            if self.spare is not None:
+                self.spare.ensure()  # a standby that died while it waited is replaced
             if self.lighthouse.poll() is not None:
                 raise WorkerCrashed(self.lighthouse.returncode, self.out / "logs" / "lighthouse.log", "the lighthouse exited")
             if cause is None and time.monotonic() >= self.deadline:
@@ -244,15 +295,20 @@ class TorchftSupervision:
             self.reason = budget_reason(self.failures, self.config.max_failures, resumed=False)
             return False
         self.attempts[replica] += 1
-        self.ev.emit(E.SUP_SPAWN, replica=replica, replica_attempt=self.attempts[replica])
-        self.launch(replica)
+        self.relaunch(replica)
         return True
 
     def stop_all(self) -> None:
-        """Every replica and the lighthouse: SIGKILL to the replicas' sessions, SIGTERM then SIGKILL to the lighthouse."""
+        """Every replica, the standby and the lighthouse: SIGKILL to the replicas' and the standby's sessions,
+        SIGTERM then SIGKILL to the lighthouse."""
         for proc in self.procs.values():
             _kill_session(proc)
         self.procs.clear()
+        if self.spare is not None:
+            self.spare.close()
+        for control in self.controls:
+            control.close()
+        self.controls.clear()
         if self.lighthouse is not None and self.lighthouse.poll() is None:
             self.lighthouse.terminate()
             try:
@@ -264,7 +320,7 @@ class TorchftSupervision:
         """The supervisor's end, the job's books from every replica's log, ``summary.json``."""
         from ..distributed.ft_worker import REPLICA_LOG
         from ..distributed.joblog import RANKS_DIR
-        from ..distributed.replica_ledger import job_books
+        from ..distributed.replica_ledger import job_books, recoveries
 
         self.run_dir.remove_temporaries()
         self.ev.emit(E.SUP_TEARDOWN)
@@ -294,6 +350,7 @@ class TorchftSupervision:
             "failures": self.failures,
             "heals": len(heals),
             "heal_steps": [e["ckpt_step"] for e in heals],
+            "recoveries": recoveries(supervisor, replicas),
             "checkpoints": 0,  # the replicas hold the live state (periodic checkpoints: not implemented here)
             "steps_completed": self.config.steps if self.completed else self.state.steps_done,
             "steps_executed": sum(1 for evs in replicas.values() for e in evs if e["kind"] == E.W_COMPUTE),
@@ -306,6 +363,16 @@ class TorchftSupervision:
         }
         write_atomic(self.out / "summary.json", json.dumps(summary, indent=1).encode())
         return summary
+
+
+class _SpareLog:
+    """A standby's output file (what :class:`~goodputlab.recovery.spare.HotSpare` asks of a log)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def drain(self) -> None:
+        pass  # the process writes the file itself
 
 
 def _kill_session(proc: subprocess.Popen) -> None:

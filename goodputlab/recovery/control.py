@@ -5,6 +5,8 @@ the write end. Messages are lines of text:
 
 * ``go <attempt>``: a hot spare becomes the job's worker, as attempt ``<attempt>``
   (it has been waiting for this line; see :mod:`goodputlab.recovery.standby`);
+* ``replica <r>``, sent just before ``go``: the replica group a hot spare of a torchft run takes
+  over (:mod:`goodputlab.distributed.ft_worker`; it learns which one only when one fails);
 * ``inject``: fail now, in the run's ``--failure-mode`` (``hang``: stop making
   progress; ``exception``: raise inside the step). The worker reads the pipe at each
   step, so the failure strikes at the next step it starts.
@@ -27,6 +29,7 @@ from typing import Callable
 
 GO = "go"
 INJECT = "inject"
+REPLICA = "replica"
 
 
 class ControlClosed(EOFError):
@@ -60,6 +63,10 @@ class WorkerControl:
     def activate(self, attempt: int) -> bool:
         """Tell a standby to take the job as ``attempt``; False if it is gone."""
         return self._send(f"{GO} {attempt}")
+
+    def assign(self, replica: int) -> bool:
+        """Tell a torchft standby which replica group it will take over (before :meth:`activate`); False if it is gone."""
+        return self._send(f"{REPLICA} {replica}")
 
     def inject(self) -> bool:
         """Ask the worker to fail in the run's failure mode; False if it is gone."""
@@ -137,3 +144,12 @@ class ControlChannel:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+def replica_named(lines: list[str]) -> int:
+    """The replica group of the last ``replica <r>`` line among ``lines``; ``ValueError`` when none names one."""
+    named = [int(parts[1]) for parts in (line.split() for line in lines)
+             if len(parts) == 2 and parts[0] == REPLICA and parts[1].isdigit()]
+    if not named:
+        raise ValueError(f"a torchft standby was activated without a '{REPLICA} <r>' line (got {lines!r})")
+    return named[-1]
