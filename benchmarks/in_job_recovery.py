@@ -4,6 +4,7 @@
     python benchmarks/in_job_recovery.py --rounds 1 --json out.json
     python benchmarks/in_job_recovery.py --loss-gap --seeds 0,1,2   # what the degraded steps cost the model
     python benchmarks/in_job_recovery.py --modes none,jit           # just-in-time checkpoints against periodic ones
+    python benchmarks/in_job_recovery.py --modes torchft,torchft-hot  # a killed replica relaunched cold or from a hot spare
 
 Each round runs the same job twice, one right after the other (so machine load hits both):
 ``goodputlab run --nproc 2 --fault-tolerance none`` (torchrun restarts the whole group from its
@@ -11,6 +12,11 @@ last checkpoint, every 50 steps) and ``--fault-tolerance torchft`` (the killed r
 and heals from its peer while the other trains on; docs/IN_JOB_RECOVERY.md). Printed per run:
 goodput, wall, and the buckets that differ: ``restart``, ``degraded``, ``checkpoint_restore``,
 ``checkpoint_save``, ``lost_work`` (and, for torchft, the survivors' share of it).
+
+``--modes torchft,torchft-hot``: the killed replica group relaunched as a new process (cold) or handed
+to a hot spare (``--hot-spare``: a standby replica process set up beforehand); per run also the mean
+of each kill's ``away`` (from the kill to the relaunch's heal: detection, the 0.5 s ``--restart-delay``,
+respawn or hand-over, set-up, joining the quorum) and ``heal`` (fetching the live state from a peer).
 
 ``--loss-gap``: per seed, a torchft run with the kills against the same torchft run without any,
 compared by the mean training loss over the last ``--tail`` steps (every replica's committed steps;
@@ -32,6 +38,7 @@ MODES = {
     "none": ["--fault-tolerance", "none", "--ckpt-every", "50"],
     "torchft": ["--fault-tolerance", "torchft", "--ckpt-every", "0"],
     "jit": ["--fault-tolerance", "none", "--ckpt-every", "50", "--ckpt-jit"],  # restart, from a just-in-time save
+    "torchft-hot": ["--fault-tolerance", "torchft", "--ckpt-every", "0", "--hot-spare"],  # relaunched from a standby
 }
 SHOWN = ("restart", "degraded", "checkpoint_restore", "checkpoint_save", "lost_work", "startup")
 
@@ -75,11 +82,25 @@ def loss_gap(seeds: list[int], steps: int, kills: str, tail: int, folder: Path) 
     return rows
 
 
+def _mean(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
 def row(mode: str, s: dict) -> dict:
     b = s["buckets"]
+    recoveries = s.get("recoveries") or []
     return {"mode": mode, "goodput": s["goodput"], "wall_s": s["wall_s"], "failures": s["failures"],
             **{k: b[k] for k in SHOWN}, "productive": b["productive"], "steps_executed": s.get("steps_executed"),
-            "lost_work_survivors_s": s.get("lost_work_survivors_s")}
+            "lost_work_survivors_s": s.get("lost_work_survivors_s"), "recoveries": recoveries,
+            "away_s": _mean([r["away_s"] for r in recoveries]), "heal_s": _mean([r["heal_s"] for r in recoveries])}
+
+
+def _recovery_text(r: dict) -> str:
+    if r["away_s"] is None:
+        return ""
+    hot = sum(1 for x in r["recoveries"] if x["hot"])
+    return f"  away {r['away_s']:.2f} s  heal {r['heal_s']:.3f} s  ({hot}/{len(r['recoveries'])} from a hot spare)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,12 +129,14 @@ def main(argv: list[str] | None = None) -> int:
                 r = rows[-1]
                 print(f"round {i} {mode:8s} goodput {r['goodput']:6.1%}  wall {r['wall_s']:6.1f} s  failures {r['failures']}  executed {r['steps_executed']}  "
                       + "  ".join(f"{k} {r[k]:.2f}" for k in SHOWN)
-                      + (f"  lost_work_survivors {r['lost_work_survivors_s']:.3f}" if r["lost_work_survivors_s"] is not None else ""),
-                      flush=True)
+                      + (f"  lost_work_survivors {r['lost_work_survivors_s']:.3f}" if r["lost_work_survivors_s"] is not None else "")
+                      + _recovery_text(r), flush=True)
     for mode in args.modes.split(","):
         mine = [r for r in rows if r["mode"] == mode]
+        away, heal = _mean([r["away_s"] for r in mine]), _mean([r["heal_s"] for r in mine])
         print(f"mean {mode:8s} goodput {sum(r['goodput'] for r in mine) / len(mine):6.1%}  "
-              + "  ".join(f"{k} {sum(r[k] for r in mine) / len(mine):.2f}" for k in SHOWN))
+              + "  ".join(f"{k} {sum(r[k] for r in mine) / len(mine):.2f}" for k in SHOWN)
+              + (f"  away {away:.2f} s  heal {heal:.3f} s" if away is not None else ""))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0

@@ -21,6 +21,7 @@ import pytest
 import goodputlab as gl
 from goodputlab import categories as C
 from goodputlab.distributed.replica_ledger import job_books, job_ledger, recoveries
+from goodputlab.engine.torchft_supervision import HEARTBEAT_TIMEOUT_MS
 from goodputlab.recovery.control import replica_named
 from conftest import chart_rows
 from test_listen_loopback import cmdline, descendants, listening_sockets, socket_inodes
@@ -78,6 +79,11 @@ def test_a_two_replica_run_with_kills_heals_closes_its_ledger_listens_on_loopbac
     steps = [e for e in map(json.loads, (out / "events.jsonl").read_text().splitlines()) if e["kind"] == "compute"]
     assert s["lost_work_survivors_s"] < 0.01 * s["buckets"][C.PRODUCTIVE], s["lost_work_survivors_s"]
     assert len(steps) < 2 * 1000 + 10
+    # what the survivors do pay: a quorum that waits for the lighthouse to drop the dead group (its 1 s
+    # heartbeat timeout), booked straggler_wait, reported per kill and survivor
+    waits = s["survivor_quorum_waits_s"]
+    assert len(waits) == 2 and all(w > 0.5 * HEARTBEAT_TIMEOUT_MS / 1000 for w in waits), waits
+    assert sum(waits) <= 2 * s["buckets"][C.STRAGGLER_WAIT]
     # every socket of the run listened on loopback, the lighthouse's among them
     assert lighthouses and any("torchft_lighthouse" in who for who in seen.values()), seen
     assert any("ft_worker" in who for who in seen.values()), seen

@@ -169,6 +169,30 @@ def recoveries(supervisor: list[dict], replicas: dict[int, list[dict]]) -> list[
     return out
 
 
+def survivor_quorum_waits(supervisor: list[dict], replicas: dict[int, list[dict]]) -> list[float]:
+    """Per kill and surviving replica, the seconds it spent in quorums (``sync_wait``) from the kill to its
+    next committed step: the survivors wait there until the lighthouse drops the dead group (its
+    heartbeat timeout), or until a hot spare joins in its place. Booked ``straggler_wait`` like any
+    quorum; a quorum with every group up takes about a millisecond here, so this is nearly all the
+    failure's cost to the survivors besides their uncommitted step."""
+    waits = []
+    for e in supervisor:
+        if e["kind"] != E.SUP_FAILURE or "replica" not in e:
+            continue
+        for r, evs in replicas.items():
+            if r == e["replica"]:
+                continue
+            phases = [x for x in evs if x["kind"] in E.PHASES or x["kind"] == E.W_STEP_END]
+            waited = 0.0
+            for x, after in zip(phases, phases[1:]):
+                if x["kind"] == E.W_STEP_END and x["t"] > e["t"] and x.get("committed", True):
+                    break
+                if x["kind"] == E.W_SYNC_WAIT and after["t"] > e["t"]:
+                    waited += after["t"] - max(x["t"], e["t"])
+            waits.append(waited)
+    return waits
+
+
 def split_job_log(events: Iterable[dict]) -> tuple[list[dict], dict[int, list[dict]]]:
     """A torchft job's ``events.jsonl`` split back into the supervisor's events and each replica's own.
 

@@ -320,7 +320,7 @@ class TorchftSupervision:
         """The supervisor's end, the job's books from every replica's log, ``summary.json``."""
         from ..distributed.ft_worker import REPLICA_LOG
         from ..distributed.joblog import RANKS_DIR
-        from ..distributed.replica_ledger import job_books, recoveries
+        from ..distributed.replica_ledger import job_books, recoveries, survivor_quorum_waits
 
         self.run_dir.remove_temporaries()
         self.ev.emit(E.SUP_TEARDOWN)
@@ -351,6 +351,7 @@ class TorchftSupervision:
             "heals": len(heals),
             "heal_steps": [e["ckpt_step"] for e in heals],
             "recoveries": recoveries(supervisor, replicas),
+            "survivor_quorum_waits_s": survivor_quorum_waits(supervisor, replicas),
             "checkpoints": 0,  # the replicas hold the live state (periodic checkpoints: not implemented here)
             "steps_completed": self.config.steps if self.completed else self.state.steps_done,
             "steps_executed": sum(1 for evs in replicas.values() for e in evs if e["kind"] == E.W_COMPUTE),
