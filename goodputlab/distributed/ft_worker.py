@@ -147,6 +147,7 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, r
     if events.attempt == 0:  # the first launch: every replica up before the first quorum
         _wait_for_replicas(run_dir / RANKS_DIR, replica, replicas)
     loss_value, first = float("nan"), True
+    kept = None  # (step, loss, this replica's gradient, samples) of a try whose all-reduce failed: not computed again
     model.train()
     while (step := manager.current_step()) < config.steps:
         # the quorum: a relaunched replica heals here (its restore); the others wait for the quorum
@@ -155,22 +156,35 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, r
         if manager.current_step() != step:
             step = manager.current_step()
             events.emit(E.M_RESTORED, step=step, ckpt_step=step, source="peer")
+            kept = None  # new weights: a gradient of the old ones is no use
         first = False
         if step >= config.steps:
             break
-        events.emit(E.W_DATA_WAIT, step=step)
-        batch = dataset.__getitems__(BatchRequest(step, sampler.indices_for(step)))
-        events.emit(E.W_COMPUTE, step=step, participants=manager.num_participants())
-        _, loss = model(batch["x"], batch["y"])
-        loss.backward()
-        average_gradients(manager, model)  # over the quorum's replicas
+        if kept is not None and kept[0] == step:
+            # the last try computed this step's gradient on these same weights (it was not committed, so
+            # nothing changed them) and only its all-reduce failed: reduce it again over the new quorum,
+            # booked as a step's all-reduce and commit are (in its compute), without computing again
+            _, loss, local, samples = kept
+            events.emit(E.W_COMPUTE, step=step, participants=manager.num_participants(), reused=True)
+        else:
+            events.emit(E.W_DATA_WAIT, step=step)
+            batch = dataset.__getitems__(BatchRequest(step, sampler.indices_for(step)))
+            events.emit(E.W_COMPUTE, step=step, participants=manager.num_participants())
+            _, loss = model(batch["x"], batch["y"])
+            loss.backward()
+            local, samples = local_gradient(model), batch["idx"].tolist()
+        grad_ready = events.now()
+        average_gradients(manager, model, local)  # over the quorum's replicas
         optimizer.step()  # only when every participant committed
         committed = manager.current_step() > step
+        kept = None if committed else (step, loss, local, samples)
         if committed:
             scheduler.step()
             loss_value = loss.item()
-        events.emit(E.W_STEP_END, step=step, loss=loss.item(), committed=committed,
-                    participants=manager.num_participants(), samples=batch["idx"].tolist())
+        else:  # from the gradient on, this try waited on a failed all-reduce: the failure's cost, not compute
+            events.emit(E.W_SYNC_WAIT, step=step, t=grad_ready, failed=True)
+        events.emit(E.W_STEP_END, step=step, loss=loss.item(), committed=committed, grad_kept=not committed,
+                    participants=manager.num_participants(), samples=samples)
 
     final = {"final_state_sha256": state_sha256(model), "final_loss": loss_value}
     events.emit(E.M_FINISH, step=config.steps, **final)
@@ -180,22 +194,27 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, r
     return final
 
 
-def average_gradients(manager, model) -> None:
-    """Average the gradients over the step's quorum in one fault-tolerant all-reduce.
+def local_gradient(model):
+    """This replica's gradient as one flat tensor (a copy: the all-reduce works on another)."""
+    import torch
+
+    return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+
+
+def average_gradients(manager, model, local) -> None:
+    """Average ``local`` (:func:`local_gradient`) over the step's quorum in one fault-tolerant all-reduce,
+    into the parameters' ``.grad``; ``local`` itself is left as it was, for a retry of the step.
 
     Not ``torchft.DistributedDataParallel``: in torchft 0.2.0 its communication hook fails an
     assertion when a peer dies during the all-reduce (the failed work has no future), where
     ``Manager.allreduce`` reports the error and the step is then not committed, as intended.
     """
-    import torch
-
-    grads = [p.grad for p in model.parameters() if p.grad is not None]
-    flat = torch.cat([g.reshape(-1) for g in grads])
+    flat = local.clone()
     manager.allreduce(flat).wait()  # an error is reported to the manager: should_commit() says False
     offset = 0
-    for g in grads:
-        g.copy_(flat[offset:offset + g.numel()].view_as(g))
-        offset += g.numel()
+    for p in model.parameters():
+        p.grad = flat[offset:offset + p.numel()].view_as(p)
+        offset += p.numel()
 
 
 def _wait_for_replicas(folder: Path, replica: int, replicas: int, timeout_s: float = 300.0) -> None:

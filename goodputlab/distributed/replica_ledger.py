@@ -99,14 +99,23 @@ def replica_segments(events: Iterable[dict], kills: dict[int, float], wall_s: fl
 
 
 def _recomputed(phases: list[dict], i: int) -> bool:
-    """Whether the compute at ``phases[i]`` is followed, in its attempt, by another compute of the same
-    step before a committed ``step_end`` (an uncommitted try that the step's retry replaced)."""
+    """Whether the compute at ``phases[i]`` is thrown away: its attempt ends (killed) before a committed
+    ``step_end`` of its step, or an uncommitted one is followed by another compute of the step. A try
+    whose all-reduce failed keeps its gradient (``grad_kept``): the retry (a compute marked ``reused``)
+    reduces it again without computing, and when that retry commits, both are the step's."""
     e = phases[i]
     for later in phases[i + 1:]:
         if later["attempt"] != e["attempt"]:
             return True  # the attempt ended (killed) inside this step
-        if later["kind"] == E.W_STEP_END and later["step"] == e["step"]:
-            return not later.get("committed", True)
+        if later["step"] != e["step"]:
+            continue
+        if later["kind"] == E.W_COMPUTE and not later.get("reused"):
+            return True  # computed again
+        if later["kind"] == E.W_STEP_END:
+            if later.get("committed", True):
+                return False
+            if not later.get("grad_kept"):
+                return True
     return True
 
 
