@@ -105,6 +105,10 @@ def test_a_two_replica_run_with_kills_heals_closes_its_ledger_listens_on_loopbac
     assert set(strips) == {"replica 0", "replica 1"}
     for r in ("0", "1"):  # each strip is that replica's own books, its degraded time in it
         assert strips[f"replica {r}"] == pytest.approx(s["replicas"][r], abs=1e-9)
+    recorded = gl.experiments.in_job.record({"torchft": gl.load_run(out)})["runs"]["torchft"]  # chapter 11's, from the ledger
+    for r, timeline in recorded["timelines"].items():
+        assert sum(b - a for a, b, c in gl.experiments.in_job.stretches(timeline) if c == C.DEGRADED) == pytest.approx(
+            s["replicas"][r][C.DEGRADED], abs=0.01)
     bars = [row for row in chart_rows(gl.load_run(out).timeline_chart()) if "category" in row]
     assert {row["strip"] for row in bars} == set(strips)
     assert sum(row["seconds"] for row in bars if row["category"] == C.DEGRADED) == pytest.approx(2 * s["buckets"][C.DEGRADED], abs=0.01)
