@@ -393,3 +393,41 @@ def test_claim_explainer_follows_its_controls(width, served, browser):
     assert v.page.locator(f"nav a.chapter[href='../{site_claim.CLAIM.chapter}.html']").count() == 1
     v.page.close()
     v.check()
+
+
+# --- the recorded runs (goodputlab/charts/site_recorded.py) ---------------------------------------------
+
+
+@pytest.mark.parametrize("width", [400, 1400])
+def test_recorded_runs_are_picked_by_their_levers(width, served, browser):
+    """From the static server: choosing levers lists the recordings that have them, and picking one draws
+    its timeline and breakdown with its goodput (the recording's summary); fits the window, nothing leaves."""
+    import goodputlab as gl
+    from goodputlab.charts import site_recorded
+
+    runs = gl.recorded_runs()
+    v = Visit(browser)
+    v.page.set_viewport_size({"width": width, "height": 900})
+    v.page.goto(f"{served}/{site_recorded.page_path()}", wait_until="load")
+    v.page.wait_for_function("() => Number(document.body.dataset.ready) >= 1", timeout=30_000)
+    for lever, value in [("strategy", '"async"'), ("hot_spare", "true"), ("interval_steps", "100")]:
+        ready = int(v.page.evaluate("() => Number(document.body.dataset.ready)"))
+        v.page.locator(f"#controls select[name='{lever}']").select_option(value)
+        v.page.wait_for_function(f"() => Number(document.body.dataset.ready) > {ready}", timeout=30_000)
+        if lever == "strategy":  # the async recordings, and nothing else
+            listed = v.page.locator("#matches a").evaluate_all("as => as.map(a => a.dataset.name)")
+            assert listed == [n for n, r in runs.items() if r.config.ckpt == "async"], listed
+            v.page.locator("#controls select[name='strategy']").select_option("any")
+            v.page.wait_for_function(f"() => Number(document.body.dataset.ready) > {ready + 1}", timeout=30_000)
+    picked = v.page.evaluate("() => document.body.dataset.picked")
+    want = [n for n, r in runs.items() if r.config.hot_spare and r.config.ckpt_every == 100]
+    assert picked == want[0], (picked, want)
+    shown = v.page.evaluate("() => Object.fromEntries([...document.querySelectorAll('#outputs output')].map(o => [o.dataset.name, Number(o.dataset.value)]))")
+    assert shown["goodput"] == runs[picked].goodput and shown["failures"] == runs[picked].failures
+    for chart in ("#timeline svg", "#breakdown svg"):
+        box = v.page.locator(chart).bounding_box()
+        assert box and 100 < box["width"] <= width, (chart, box)
+    assert v.page.locator("#timeline svg .mark-rect path, #timeline svg .mark-rect").count() > 0
+    assert v.page.evaluate("() => document.documentElement.scrollWidth") <= width
+    v.page.close()
+    v.check()

@@ -102,7 +102,7 @@ def test_every_calculator_is_listed_and_linked():
         shown = [s.name for s in calc.signals if s.label]
         assert all(s.value in s.options for s in calc.sliders if s.options)
         assert shown and all(s.kind in ("duration", "share", "number", "count") for s in calc.signals)
-    assert len(re.findall(r"<li>", listing)) == len(sc.PAGES)  # and the claim explainer (tests/test_site_claim.py)
+    assert len(re.findall(r"<li>", listing)) == len(sc.PAGES) + 1  # the claim explainer, the recorded runs (test_site_claim.py)
 
 
 def test_write_site_shares_one_bundle(tmp_path):

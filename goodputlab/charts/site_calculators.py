@@ -27,6 +27,7 @@ from . import vega_formulas as vf
 from .site_capstone import CAPSTONE
 from .site_claim import CLAIM
 from .site_claim import write_page as write_claim_page
+from .site_recorded import write_page as write_recorded_page
 from .site_pages import (  # noqa: F401  (the pages' API, re-exported: conf.py and the tests use it from here)
     BUNDLE, PAGES_DIR, STATIC, STATIC_DIR, Calculator, Refs, Signal, Slider, chapter_banner, page_path, vega_bundle,
     write_pages,
@@ -296,9 +297,10 @@ def for_chapter(pagename: str) -> list:
 
 def write_site(site: str | Path, chapter_titles: Mapping[str, str] | None = None,
                cache: str | Path | None = None) -> list[Path]:
-    """Write every calculator page, the claim explainer's and the JavaScript they share into a built site; returns the pages.
+    """Write every calculator page, the claim explainer's, the recorded runs' and their JavaScript into a built site; returns the pages.
 
     ``chapter_titles`` maps a chapter's page name to the title its link shows (Sphinx's titles);
     ``cache``: a folder that keeps the Vega bundle between builds (:func:`vega_bundle`).
     """
-    return [*write_pages(site, CALCULATORS, chapter_titles, cache), write_claim_page(site, chapter_titles)]
+    return [*write_pages(site, CALCULATORS, chapter_titles, cache), write_claim_page(site, chapter_titles),
+            write_recorded_page(site, chapter_titles, cache=Path(cache) / "recorded" if cache is not None else None)]

@@ -2,6 +2,9 @@
 // The page's config (id="claim-config") carries what claim.js reads a claim against, from the Python.
 // Each shown number keeps its full value in data-value, and body's data-ready counts the redraws
 // (tests/test_site.py reads both). A block keeps these names out of the global scope.
+// Strict: its function declarations stay in the block (sloppy mode would also make them globals,
+// overwriting the Vega bundle's top-level functions of the same name).
+"use strict";
 {
 
 const config = JSON.parse(document.getElementById("claim-config").textContent);
