@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import dataclasses
 import html
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
 from ..theory import claim as model
 from ..theory.checkpoint_cost import bytes_per_parameter
-from .site_pages import PAGES_DIR, STATIC, STATIC_DIR
+from .site_pages import PAGES_DIR, STATIC, STATIC_DIR, html_page
 
 SCRIPTS = ("claim.js", "claim-page.js")
 
@@ -69,28 +68,8 @@ def page_path(page: ClaimPage = CLAIM) -> str:
 
 def _page(page: ClaimPage, chapter_title: str) -> str:
     config = {"constants": constants(), "defaults": dict(page.defaults)}
-    data = json.dumps(config).replace("<", "\\u003c")  # the JSON sits in a script tag
-    static = f"../{STATIC_DIR}"
-    chapter = f"../{page.chapter}.html"
-    scripts = "\n".join(f'<script defer src="{static}/{name}"></script>' for name in SCRIPTS)
     title = html.escape(chapter_title)
-    return f"""<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<link rel="icon" href="data:,">
-<title>{html.escape(page.title)} | goodputlab</title>
-<link rel="stylesheet" href="{static}/calculator.css">
-{scripts}
-<script type="application/json" id="claim-config">{data}</script>
-</head>
-<body>
-<main>
-<nav><a href="../book/index.html">goodputlab</a> &middot; <a class="chapter" href="{chapter}">{title}</a>
-&middot; <a href="../book/calculators.html">all calculators</a></nav>
-<h1>{html.escape(page.title)}</h1>
-<p>"A RAM copy of each checkpoint took our goodput from 85% to 95% on 8,192 GPUs." A claim like this has two
+    body = f"""<p>"A RAM copy of each checkpoint took our goodput from 85% to 95% on 8,192 GPUs." A claim like this has two
 numbers, so it pins two unknowns of chapter 10's model: how often the job failed, and the setting the lever
 changed. This page finds both and holds each against the range published for it.</p>
 <form id="controls" onsubmit="return false"></form>
@@ -102,11 +81,8 @@ changed. This page finds both and holds each against the range published for it.
 Llama 3's storage bandwidth per GPU, a 70B model in mixed precision with Adam. An implied value more than
 {model.TOLERANCE:g} times outside its published range makes the claim implausible. The model is
 <code>goodputlab.theory.claim</code>, run in your browser as JavaScript (a test holds it to the Python
-package to 1e-9): no server, no kernel, nothing downloaded. Back to <a href="{chapter}">{title}</a>.</p>
-</main>
-</body>
-</html>
-"""
+package to 1e-9): no server, no kernel, nothing downloaded. Back to <a href="../{page.chapter}.html">{title}</a>.</p>"""
+    return html_page(page.title, SCRIPTS, "claim-config", config, page.chapter, chapter_title, body)
 
 
 def write_page(site: str | Path, chapter_titles: Mapping[str, str] | None = None, page: ClaimPage = CLAIM) -> Path:

@@ -15,7 +15,6 @@ only when one of those changes.
 from __future__ import annotations
 
 import hashlib
-import html
 import json
 from pathlib import Path
 from typing import Mapping
@@ -24,11 +23,12 @@ from altair.utils import schemapi
 
 from ..engine.recorded import EVENTS_NAME, RECORDED_DIR, SUMMARY_NAME, recorded_run, recorded_runs
 from . import runs as run_charts
-from .site_pages import PAGES_DIR, STATIC, STATIC_DIR
+from .site_pages import BUNDLE, PAGES_DIR, STATIC, STATIC_DIR, html_page
 
 SLUG = "recorded"
 TITLE = "Recorded runs: pick one by its levers"
 SCRIPT = "recorded-page.js"
+CHAPTER = "book/01_what_is_goodput"  # the nav bar's chapter: where runs and their ledgers begin
 #: The levers a reader picks by: (key, label, the run's setting).
 LEVERS = (("interval_steps", "checkpoint every (steps)", "ckpt_every"), ("mtbf_s", "MTBF (s; 0: scripted kills)", "mtbf"),
           ("hot_spare", "hot spare", "hot_spare"), ("strategy", "checkpoint strategy", "ckpt"),
@@ -103,27 +103,7 @@ def _data_script(name: str, folder: Path, cache: Path | None) -> str:
 
 def _page(rows: list[dict], chapter_title: str) -> str:
     config = {"runs": rows, "levers": [[key, label] for key, label, _ in LEVERS], "data_dir": SLUG}
-    data = json.dumps(config).replace("<", "\\u003c")
-    static = f"../{STATIC_DIR}"
-    chapter = "../book/01_what_is_goodput.html"
-    return f"""<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<link rel="icon" href="data:,">
-<title>{html.escape(TITLE)} | goodputlab</title>
-<link rel="stylesheet" href="{static}/calculator.css">
-<script defer src="{static}/vega-bundle.js"></script>
-<script defer src="{static}/{SCRIPT}"></script>
-<script type="application/json" id="recorded-config">{data}</script>
-</head>
-<body>
-<main>
-<nav><a href="../book/index.html">goodputlab</a> &middot; <a class="chapter" href="{chapter}">{html.escape(chapter_title)}</a>
-&middot; <a href="../book/calculators.html">all calculators</a></nav>
-<h1>{html.escape(TITLE)}</h1>
-<p>Real runs of the lab's training job, recorded with the package (a real process, really killed and
+    body = """<p>Real runs of the lab's training job, recorded with the package (a real process, really killed and
 restarted; <code>gl.recorded_runs()</code> lists them). Choose the levers, then a run: its timeline (one strip
 per attempt, each failure marked) and where its wall time went.</p>
 <form id="controls" onsubmit="return false"></form>
@@ -134,11 +114,8 @@ per attempt, each failure marked) and where its wall time went.</p>
 <p class="note">These are recordings: their numbers are fixed. A live run in JupyterLab (or on Binder, a
 click from each chapter) trains the model for real on your machine with any setting, not only these: another
 interval, MTBF, strategy or failure mode, its own seed, your own training loop through <code>gl.Recorder</code>,
-and the simulator and sweeps the chapters run beside it. Charts drawn in your browser, nothing downloaded.</p>
-</main>
-</body>
-</html>
-"""
+and the simulator and sweeps the chapters run beside it. Charts drawn in your browser, nothing downloaded.</p>"""
+    return html_page(TITLE, (BUNDLE, SCRIPT), "recorded-config", config, CHAPTER, chapter_title, body)
 
 
 def write_page(site: str | Path, chapter_titles: Mapping[str, str] | None = None, folder: Path = RECORDED_DIR,
@@ -156,6 +133,6 @@ def write_page(site: str | Path, chapter_titles: Mapping[str, str] | None = None
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(_data_script(row["name"], folder, Path(cache) if cache is not None else None))
     page = site / page_path()
-    title = (chapter_titles or {}).get("book/01_what_is_goodput", "1. What is goodput")
+    title = (chapter_titles or {}).get(CHAPTER, CHAPTER.rsplit("/", 1)[-1])
     page.write_text(_page(rows, title))
     return page
