@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -226,7 +227,7 @@ def test_chapters_link_to_their_calculators(site):
     """A chapter with a calculator links to it from its top, and the calculator links back."""
     from goodputlab.charts import site_calculators
 
-    for calc in site_calculators.CALCULATORS:
+    for calc in site_calculators.PAGES:  # the calculators and the claim explainer
         chapter = (site / f"{calc.chapter}.html").read_text()
         assert f'href="../{site_calculators.page_path(calc)}"' in chapter, f"{calc.chapter} does not link {calc.slug}"
         page = (site / site_calculators.page_path(calc)).read_text()
@@ -315,3 +316,118 @@ def test_calculator_opens_from_disk(site, browser):
     assert page.locator("#chart svg").count() == 1
     page.close()
     assert not elsewhere and not errors, (elsewhere, errors)
+
+
+# --- the claim explainer (goodputlab/charts/site_claim.py: claim.js, held to theory.claim by test_site_claim.py) ----
+
+
+def _claim_state(page) -> tuple[dict, dict]:
+    """The controls' values, and what the page shows: the implied values, the verdict, the checks, the texts."""
+    return page.evaluate(
+        """() => [
+            Object.fromEntries([...document.querySelectorAll('#controls input, #controls select')]
+                .map(i => [i.name, i.tagName === 'SELECT' ? i.value : i.value])),
+            {implied: Object.fromEntries([...document.querySelectorAll('#outputs output')].map(o => [o.dataset.name, Number(o.dataset.value)])),
+             plausible: document.getElementById('verdict').dataset.plausible,
+             verdict: document.getElementById('verdict').textContent,
+             checks: [...document.querySelectorAll('#checks li')].map(li => [li.dataset.key, li.dataset.plausible === 'true']),
+             texts: [...document.querySelectorAll('#reasons li')].map(li => li.textContent)},
+        ]"""
+    )
+
+
+def _assert_claim(controls: dict, shown: dict) -> None:
+    from goodputlab.errors import ConfigError
+    from goodputlab.theory import claim as model
+
+    try:
+        want = model.explain(controls["lever"], float(controls["before_pct"]) / 100, float(controls["after_pct"]) / 100,
+                             int(controls["gpus"]), float(controls["model_params_b"]))
+    except ConfigError:
+        assert shown["plausible"] == "error" and "cannot be read" in shown["verdict"], (controls, shown)
+        return
+    assert shown["plausible"] == str(want.plausible).lower(), (controls, shown["verdict"])
+    assert set(shown["implied"]) == set(want.implied), (controls, shown["implied"])
+    for key, value in want.implied.items():
+        assert math.isclose(shown["implied"][key], value, rel_tol=1e-9), f"{key} at {controls}: page {shown['implied'][key]}, model {value}"
+    assert shown["checks"] == [[c.key, c.plausible] for c in want.checks], controls
+    assert shown["texts"] == want.reasons + want.notes, controls
+
+
+@pytest.mark.parametrize("width", [400, 1400])
+def test_claim_explainer_follows_its_controls(width, served, browser):
+    """From the static server: each control changed in Chromium (the lever among them, and a claim the model
+    refuses) redraws the page with theory.claim.explain's values, verdict, checks and texts; the page fits
+    the window, links chapter 10, and nothing leaves the machine."""
+    from goodputlab.charts import site_claim
+
+    v = Visit(browser)
+    v.page.set_viewport_size({"width": width, "height": 900})
+    v.page.goto(f"{served}/{site_claim.page_path()}", wait_until="load")
+    v.page.wait_for_function("() => Number(document.body.dataset.ready) >= 1", timeout=30_000)
+    controls, shown = _claim_state(v.page)
+    defaults = dict(site_claim.CLAIM.defaults)
+    assert {k: val if k == "lever" else float(val) for k, val in controls.items()} == defaults, controls
+    _assert_claim(controls, shown)
+    verdicts = {shown["plausible"]}
+    # plausible (hot spares), a storage below its range (async), no storage at all (async from 60%), a restart
+    # that would have to be negative, and a claim refused (after below before)
+    moves = [("lever", "hot-spare"), ("lever", "async"), ("gpus", "16384"), ("before_pct", "60"), ("lever", "interval"),
+             ("after_pct", "99"), ("lever", "restart"), ("model_params_b", "405"), ("after_pct", "50")]
+    for name, value in moves:
+        ready = int(v.page.evaluate("() => Number(document.body.dataset.ready)"))
+        control = v.page.locator(f"#controls [name='{name}']")
+        if name == "lever":
+            control.select_option(value)
+        else:
+            control.fill(value)
+        v.page.wait_for_function(f"() => Number(document.body.dataset.ready) > {ready}", timeout=10_000)
+        before_text = json.dumps(shown)
+        controls, shown = _claim_state(v.page)
+        assert controls[name] == value, (name, controls)
+        assert json.dumps(shown) != before_text, f"changing {name} changed nothing shown"
+        _assert_claim(controls, shown)
+        verdicts.add(shown["plausible"])
+    assert verdicts == {"true", "false", "error"}, verdicts  # the moves reach every verdict
+    assert v.page.evaluate("() => document.documentElement.scrollWidth") <= width
+    assert v.page.locator(f"nav a.chapter[href='../{site_claim.CLAIM.chapter}.html']").count() == 1
+    v.page.close()
+    v.check()
+
+
+# --- the recorded runs (goodputlab/charts/site_recorded.py) ---------------------------------------------
+
+
+@pytest.mark.parametrize("width", [400, 1400])
+def test_recorded_runs_are_picked_by_their_levers(width, served, browser):
+    """From the static server: choosing levers lists the recordings that have them, and picking one draws
+    its timeline and breakdown with its goodput (the recording's summary); fits the window, nothing leaves."""
+    import goodputlab as gl
+    from goodputlab.charts import site_recorded
+
+    runs = gl.recorded_runs()
+    v = Visit(browser)
+    v.page.set_viewport_size({"width": width, "height": 900})
+    v.page.goto(f"{served}/{site_recorded.page_path()}", wait_until="load")
+    v.page.wait_for_function("() => Number(document.body.dataset.ready) >= 1", timeout=30_000)
+    for lever, value in [("strategy", '"async"'), ("hot_spare", "true"), ("interval_steps", "100")]:
+        ready = int(v.page.evaluate("() => Number(document.body.dataset.ready)"))
+        v.page.locator(f"#controls select[name='{lever}']").select_option(value)
+        v.page.wait_for_function(f"() => Number(document.body.dataset.ready) > {ready}", timeout=30_000)
+        if lever == "strategy":  # the async recordings, and nothing else
+            listed = v.page.locator("#matches a").evaluate_all("as => as.map(a => a.dataset.name)")
+            assert listed == [n for n, r in runs.items() if r.config.ckpt == "async"], listed
+            v.page.locator("#controls select[name='strategy']").select_option("any")
+            v.page.wait_for_function(f"() => Number(document.body.dataset.ready) > {ready + 1}", timeout=30_000)
+    picked = v.page.evaluate("() => document.body.dataset.picked")
+    want = [n for n, r in runs.items() if r.config.hot_spare and r.config.ckpt_every == 100]
+    assert picked == want[0], (picked, want)
+    shown = v.page.evaluate("() => Object.fromEntries([...document.querySelectorAll('#outputs output')].map(o => [o.dataset.name, Number(o.dataset.value)]))")
+    assert shown["goodput"] == runs[picked].goodput and shown["failures"] == runs[picked].failures
+    for chart in ("#timeline svg", "#breakdown svg"):
+        box = v.page.locator(chart).bounding_box()
+        assert box and 100 < box["width"] <= width, (chart, box)
+    assert v.page.locator("#timeline svg .mark-rect path, #timeline svg .mark-rect").count() > 0
+    assert v.page.evaluate("() => document.documentElement.scrollWidth") <= width
+    v.page.close()
+    v.check()

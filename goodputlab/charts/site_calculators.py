@@ -25,6 +25,9 @@ from ..theory import data_stall
 from ..theory.capstone import LLAMA3_GPU_MTBF_YEARS, SECONDS_PER_YEAR
 from . import vega_formulas as vf
 from .site_capstone import CAPSTONE
+from .site_claim import CLAIM
+from .site_claim import write_page as write_claim_page
+from .site_recorded import write_page as write_recorded_page
 from .site_pages import (  # noqa: F401  (the pages' API, re-exported: conf.py and the tests use it from here)
     BUNDLE, PAGES_DIR, STATIC, STATIC_DIR, Calculator, Refs, Signal, Slider, chapter_banner, page_path, vega_bundle,
     write_pages,
@@ -283,18 +286,21 @@ PIPELINE = Calculator(
 )
 
 CALCULATORS = (CLUSTER, INTERVAL, PIPELINE, CAPSTONE)
+#: Every page that runs in the browser: the calculators and the claim explainer (JavaScript: ``site_claim``).
+PAGES = (*CALCULATORS, CLAIM)
 
 
 def for_chapter(pagename: str) -> list:
-    """The calculators of a chapter's page (``book/03_checkpoint_interval``)."""
-    return [c for c in CALCULATORS if c.chapter == pagename]
+    """The live pages of a chapter's page (``book/03_checkpoint_interval``): calculators and the claim explainer."""
+    return [c for c in PAGES if c.chapter == pagename]
 
 
 def write_site(site: str | Path, chapter_titles: Mapping[str, str] | None = None,
                cache: str | Path | None = None) -> list[Path]:
-    """Write every calculator page and the JavaScript they share into a built site; returns the pages.
+    """Write every calculator page, the claim explainer's, the recorded runs' and their JavaScript into a built site; returns the pages.
 
     ``chapter_titles`` maps a chapter's page name to the title its link shows (Sphinx's titles);
     ``cache``: a folder that keeps the Vega bundle between builds (:func:`vega_bundle`).
     """
-    return write_pages(site, CALCULATORS, chapter_titles, cache)
+    return [*write_pages(site, CALCULATORS, chapter_titles, cache), write_claim_page(site, chapter_titles),
+            write_recorded_page(site, chapter_titles, cache=Path(cache) / "recorded" if cache is not None else None)]

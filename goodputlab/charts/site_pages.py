@@ -105,43 +105,52 @@ def page_path(calc: Calculator) -> str:
     return f"{PAGES_DIR}/{calc.slug}.html"
 
 
-def _page(calc: Calculator, chapter_title: str) -> str:
-    config = {
-        "spec": calc.spec(),
-        "sliders": [s.__dict__ for s in calc.sliders],
-        "outputs": [{"name": s.name, "label": s.label, "kind": s.kind} for s in calc.signals if s.label],
-    }
+def html_page(title: str, scripts: tuple[str, ...], config_id: str, config: dict, chapter: str, chapter_title: str,
+              body: str) -> str:
+    """A live page of the site: the shared style, its ``scripts`` (names in ``_static/calculators``, loaded
+    deferred), its ``config`` as JSON in a script tag of id ``config_id``, a nav bar that links the book,
+    ``chapter`` (its page name, e.g. ``book/10_your_cluster``) and every calculator, the title, ``body``."""
     # </script> cannot occur in JSON of our own text, but escape "<" anyway: the JSON sits in a script tag
     data = json.dumps(config).replace("<", "\\u003c")
     static = f"../{STATIC_DIR}"
-    chapter = f"../{calc.chapter}.html"
+    tags = "\n".join(f'<script defer src="{static}/{name}"></script>' for name in scripts)
     return f"""<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="icon" href="data:,">
-<title>{html.escape(calc.title)} | goodputlab</title>
+<title>{html.escape(title)} | goodputlab</title>
 <link rel="stylesheet" href="{static}/calculator.css">
-<script defer src="{static}/{BUNDLE}"></script>
-<script defer src="{static}/calculator.js"></script>
-<script type="application/json" id="calculator-config">{data}</script>
+{tags}
+<script type="application/json" id="{config_id}">{data}</script>
 </head>
 <body>
 <main>
-<nav><a href="../book/index.html">goodputlab</a> &middot; <a class="chapter" href="{chapter}">{html.escape(chapter_title)}</a>
+<nav><a href="../book/index.html">goodputlab</a> &middot; <a class="chapter" href="../{chapter}.html">{html.escape(chapter_title)}</a>
 &middot; <a href="../book/calculators.html">all calculators</a></nav>
-<h1>{html.escape(calc.title)}</h1>
-<p>{calc.intro}</p>
-<form id="controls" onsubmit="return false"></form>
-<table id="outputs"></table>
-<div id="chart"></div>
-<p class="note">{calc.note} Runs in your browser: no server, no kernel, nothing downloaded.
-Back to <a href="{chapter}">{html.escape(chapter_title)}</a>.</p>
+<h1>{html.escape(title)}</h1>
+{body}
 </main>
 </body>
 </html>
 """
+
+
+def _page(calc: Calculator, chapter_title: str) -> str:
+    config = {
+        "spec": calc.spec(),
+        "sliders": [s.__dict__ for s in calc.sliders],
+        "outputs": [{"name": s.name, "label": s.label, "kind": s.kind} for s in calc.signals if s.label],
+    }
+    chapter = f"../{calc.chapter}.html"
+    body = f"""<p>{calc.intro}</p>
+<form id="controls" onsubmit="return false"></form>
+<table id="outputs"></table>
+<div id="chart"></div>
+<p class="note">{calc.note} Runs in your browser: no server, no kernel, nothing downloaded.
+Back to <a href="{chapter}">{html.escape(chapter_title)}</a>.</p>"""
+    return html_page(calc.title, (BUNDLE, "calculator.js"), "calculator-config", config, calc.chapter, chapter_title, body)
 
 
 def vega_bundle(cache: str | Path | None = None) -> str:

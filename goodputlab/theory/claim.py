@@ -54,6 +54,19 @@ HOUR = 3600.0
 YEAR_H = 365.0 * 24.0
 #: A published span is widened by this factor each way before a value is called implausible.
 TOLERANCE = 3.0
+#: Each lever in words (the panel's list, the website's).
+WHAT = {"async": "asynchronous saves", "memory": "a RAM copy on a peer", "hot-spare": "hot spares",
+        "interval": "the best interval", "detection": "faster detection", "restart": "faster restarts"}
+#: How each implied value reads in a table (chapter 10's panel, the website's page): (label, unit).
+LABELS = {
+    "device_mtbf_h": ("device MTBF", "h per GPU"), "job_mtbf_h": ("job MTBF", "h"),
+    "storage_gbps": ("storage bandwidth", "GB/s in all"), "storage_per_gpu_mbps": ("per GPU", "MB/s"),
+    "save_s": ("a synchronous save", "s"), "restart_s": ("cold restart before the spares", "s"),
+    "restart_after_s": ("restart after", "s"), "detect_after_s": ("detection after", "s"),
+    "interval_before_min": ("best interval before", "min"), "interval_after_min": ("best interval after", "min"),
+    "interval_before_long_min": ("interval before (too rare)", "min"),
+    "interval_before_short_min": ("interval before (too often)", "min"),
+}
 
 
 # --- the model: closed forms and bisections ------------------------------------------------------

@@ -16,18 +16,8 @@ from ..errors import ConfigError
 from ..theory import claim as model
 from .common import PanelNote, set_big_number, show_panel
 
-WHAT = {"async": "asynchronous saves", "memory": "a RAM copy on a peer", "hot-spare": "hot spares",
-        "interval": "the best interval", "detection": "faster detection", "restart": "faster restarts"}
-#: how each implied value reads in the panel's table: (label, unit, scale)
-LABELS = {
-    "device_mtbf_h": ("device MTBF", "h per GPU", 1.0), "job_mtbf_h": ("job MTBF", "h", 1.0),
-    "storage_gbps": ("storage bandwidth", "GB/s in all", 1.0), "storage_per_gpu_mbps": ("per GPU", "MB/s", 1.0),
-    "save_s": ("a synchronous save", "s", 1.0), "restart_s": ("cold restart before the spares", "s", 1.0),
-    "restart_after_s": ("restart after", "s", 1.0), "detect_after_s": ("detection after", "s", 1.0),
-    "interval_before_min": ("best interval before", "min", 1.0), "interval_after_min": ("best interval after", "min", 1.0),
-    "interval_before_long_min": ("interval before (too rare)", "min", 1.0),
-    "interval_before_short_min": ("interval before (too often)", "min", 1.0),
-}
+WHAT = model.WHAT
+LABELS = model.LABELS
 
 
 def _fmt(value: float) -> str:
@@ -72,7 +62,7 @@ class ClaimPanel:
         c = self.claim
         set_big_number(self.headline, f"{WHAT[c.lever]}, {c.before:.1%} to {c.after:.1%} on {c.gpus:,} GPUs:",
                        "plausible" if c.plausible else "implausible")
-        rows = [f"<tr><td>{LABELS[k][0]}</td><td><b>{_fmt(v * LABELS[k][2])}</b> {LABELS[k][1]}</td></tr>"
+        rows = [f"<tr><td>{LABELS[k][0]}</td><td><b>{_fmt(v)}</b> {LABELS[k][1]}</td></tr>"
                 for k, v in c.implied.items() if k in LABELS]
         checks = [f"<li>{html.escape(ch.range.quantity)}: <b>{'plausible' if ch.plausible else 'implausible'}</b> "
                   f"(published: {html.escape(ch.range.published)})</li>" for ch in c.checks]
