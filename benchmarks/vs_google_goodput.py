@@ -131,13 +131,23 @@ def resume_after_crash(crash_at: int) -> int:
 
 
 # --- goodputlab: the lines gl.Recorder writes ----------------------------------------------------
-def write_goodputlab(job: Job, folder: Path) -> None:
+def write_goodputlab(job: Job, folder: Path, records: bool = False) -> None:
+    """The job as ``gl.Recorder`` logs it: JSON lines only, or (``records``) each step's events as binary step
+    records beside the JSON lines (``engine/step_records.py``, the recorder's default)."""
+    from goodputlab.engine import step_records as SR
+
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "recorder.json").write_text(json.dumps({"format": 1, "t0_unix": T0}) + "\n")
     lines = []
+    recs = [SR.HEADER] if records else None
+    codes = {E.W_DATA_WAIT: SR.DATA_WAIT, E.W_COMPUTE: SR.COMPUTE, E.W_STEP_END: SR.STEP_END}
 
     def ev(t, attempt, step, kind, **f):
-        lines.append(E.event_line(t, attempt, step, kind, f))
+        if records and kind in codes:
+            loss = f.get("loss")
+            recs.append(SR.RECORD.pack(round(t, 7), step, loss or 0.0, len(lines), attempt, codes[kind], loss is not None))
+        else:
+            lines.append(E.event_line(t, attempt, step, kind, f))
 
     last = None
     for t, what, attempt, step, seconds in job.moments:
@@ -164,6 +174,8 @@ def write_goodputlab(job: Job, folder: Path) -> None:
         if what in ("compute", "step", "start", "restore", "first_batch", "step_end", "save", "end"):
             last = t
     (folder / "events.jsonl").write_bytes(b"".join(lines))
+    if records:
+        SR.records_path(folder / "events.jsonl").write_bytes(b"".join(recs))
 
 
 # --- Google: its recorder, and orbax's checkpoint entries, into an in-memory logger -------------
@@ -426,28 +438,37 @@ def fresh(code: str, *args: str) -> dict:
 
 def timed(steps: int, work: Path, rounds: int) -> None:
     """Google's calculator and goodputlab's ledger on the same job of ``steps`` steps, each in a fresh process."""
-    folder = work / f"timed-{steps}"
     job = make_job(steps)
-    write_goodputlab(job, folder)
+    forms = {"step records": work / f"timed-{steps}-records", "JSON lines": work / f"timed-{steps}-json"}
+    for form, folder in forms.items():
+        write_goodputlab(job, folder, records=form == "step records")
     del job
-    ours, theirs, cli = [], [], []
-    for i in range(rounds):
+    theirs: list[dict] = []
+    ours: dict[str, list[dict]] = {form: [] for form in forms}
+    cli: dict[str, list[dict]] = {form: [] for form in forms}
+    for i in range(rounds):  # side by side, alternating
         cache = work / f"cache-{steps}-{i}"
         theirs.append(fresh(GOOGLE_TIMED, str(steps), str(cache)))
         shutil.rmtree(cache, ignore_errors=True)
-        ours.append(fresh(OURS_TIMED, str(folder)))
-        cli.append(fresh(CLI_TIMED, str(folder)))
+        for form, folder in forms.items():
+            ours[form].append(fresh(OURS_TIMED, str(folder)))
+            cli[form].append(fresh(CLI_TIMED, str(folder)))
     best = lambda runs, k: min(x[k] for x in runs)  # noqa: E731
-    o_wall, t_wall, c_wall = best(ours, "wall"), best(theirs, "wall"), best(cli, "process_s")
-    o_mb, t_mb, c_mb = max(x["peak_mb"] for x in ours), max(x["peak_mb"] for x in theirs), max(x["peak_mb"] for x in cli)
+    t_wall, t_mb = best(theirs, "wall"), max(x["peak_mb"] for x in theirs)
     t_own = max(x["peak_mb"] - x["before_mb"] for x in theirs)
-    o_own = max(x["peak_mb"] - x["before_mb"] for x in ours)
-    print(f"{steps:>9,} steps: goodputlab {o_wall:7.2f} s, peak {o_mb:5.0f} MB (+{o_own:.0f} MB for the ledger; "
-          f"the whole `report` command {c_wall:.2f} s, {c_mb:.0f} MB) | Google {t_wall:7.2f} s, peak {t_mb:5.0f} MB "
-          f"(+{t_own:.0f} MB for the calculator, over its entries) | goodput {ours[0]['goodput']:.2%} vs "
-          f"{theirs[0]['goodput']:.2%}")
-    print(f"{'':>16}goodputlab is {t_wall / o_wall:.1f}x faster ({t_wall / c_wall:.1f}x counting the whole command), "
-          f"with {t_mb / o_mb:.1f}x less peak memory ({t_own / max(o_own, 1):.1f}x, counting each ledger's own growth)")
+    print(f"{steps:>9,} steps: Google {t_wall:7.2f} s, peak {t_mb:5.0f} MB (+{t_own:.0f} MB for the calculator, "
+          f"over its entries), goodput {theirs[0]['goodput']:.2%}")
+    for form in forms:
+        o_wall, c_wall = best(ours[form], "wall"), best(cli[form], "process_s")
+        o_mb, c_mb = max(x["peak_mb"] for x in ours[form]), max(x["peak_mb"] for x in cli[form])
+        o_own = max(x["peak_mb"] - x["before_mb"] for x in ours[form])
+        print(f"{'':>16}goodputlab, {form + ':':<14}{o_wall:7.2f} s, peak {o_mb:5.0f} MB (+{o_own:.0f} MB for the "
+              f"ledger; the whole `report` command {c_wall:.2f} s, {c_mb:.0f} MB), goodput {ours[form][0]['goodput']:.2%}")
+        print(f"{'':>18}{t_wall / o_wall:.1f}x faster than Google's ({t_wall / c_wall:.1f}x counting the whole command), "
+              f"{t_mb / o_mb:.1f}x less peak memory ({t_mb / c_mb:.1f}x the whole command; "
+              f"{t_own / max(o_own, 1):.1f}x counting each ledger's own growth)")
+    same = ours["step records"][0]["goodput"] == ours["JSON lines"][0]["goodput"]
+    print(f"{'':>16}the two forms give the same goodput: {same}")
 
 
 def main(argv=None) -> int:
