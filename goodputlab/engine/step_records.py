@@ -167,14 +167,34 @@ def decode(arr, make_run: Callable, no_fields: dict) -> list:
         if a > pos:
             items.append(_singles(arr[pos:a], no_fields))
         part = arr[a:b]
-        losses = part["loss"][2::3].tolist()
-        for i in np.flatnonzero((part["flags"][2::3] & HAS_LOSS) == 0).tolist():
-            losses[i] = None
+        losses = Losses(part["loss"][2::3], part["flags"][2::3])
         items.append(make_run(int(att[a]), part["step"][0::3], part["t"][0::3], part["t"][1::3], part["t"][2::3], losses))
         pos = b
     if pos < n:
         items.append(_singles(arr[pos:], no_fields))
     return items
+
+
+class Losses:
+    """The losses of a run of ``step_end`` records, read one at a time only when asked: ``[i]`` is a float
+    or None (no loss), a slice a list of them."""
+
+    __slots__ = ("loss", "flags")
+
+    def __init__(self, loss, flags):
+        self.loss, self.flags = loss, flags
+
+    def __len__(self) -> int:
+        return len(self.loss)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            out = self.loss[i].tolist()
+            for k, f in enumerate(self.flags[i].tolist()):
+                if not f & HAS_LOSS:
+                    out[k] = None
+            return out
+        return float(self.loss[i]) if self.flags[i] & HAS_LOSS else None
 
 
 def _singles(arr, no_fields: dict) -> list[tuple]:
