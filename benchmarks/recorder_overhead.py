@@ -41,7 +41,7 @@ def bare_loop(steps: int) -> float:
     for step in range(steps):
         batch = step
         loss = float(batch)
-        if step % SAVE_EVERY == 0:
+        if SAVE_EVERY and step % SAVE_EVERY == 0:
             pass
     return (clock() - t) / steps
 
@@ -56,7 +56,7 @@ def recorded_loop(steps: int, run_dir: Path, step_records: bool = True) -> float
         with rec.step(step) as s:
             loss = float(batch)
             s.loss = loss
-        if step % SAVE_EVERY == 0:
+        if SAVE_EVERY and step % SAVE_EVERY == 0:
             with rec.checkpoint_save(step):
                 pass
     elapsed = (clock() - t) / steps
@@ -176,7 +176,12 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=7, help="rounds of part 1 (each: one bare loop, one recorded)")
     p.add_argument("--torch-steps", type=int, default=6000, help="steps of part 2 (0: skip)")
     p.add_argument("--breakdown", action="store_true", help="also time each piece of a step's work alone")
+    p.add_argument("--save-every", type=int, default=SAVE_EVERY,
+                   help="steps between saves in part 1 (each save fsyncs the log and the records; 0: no saves)")
     args = p.parse_args(argv)
+    if args.save_every < 0:
+        p.error(f"--save-every {args.save_every}: must be >= 0")
+    globals()["SAVE_EVERY"] = args.save_every
     work = Path(tempfile.mkdtemp(prefix="recorder-overhead-"))
     try:
         bare, recorded, lines = [], [], []
@@ -185,7 +190,8 @@ def main(argv=None) -> int:
             recorded.append(recorded_loop(args.steps, work))
             lines.append(recorded_loop(args.steps, work, step_records=False))
         b, r, j = (statistics.median(x) * 1e6 for x in (bare, recorded, lines))
-        print(f"part 1: empty loop bodies, {args.rounds} rounds x {args.steps} steps, Python {sys.version.split()[0]}")
+        print(f"part 1: empty loop bodies, {args.rounds} rounds x {args.steps} steps, a save every {SAVE_EVERY or 'no'} "
+              f"steps, Python {sys.version.split()[0]}")
         print(f"{'loop':<26}{'median us/step':>16}{'min':>8}{'max':>8}")
         for name, med, runs in (("bare", b, bare), ("recorded, step records", r, recorded), ("recorded, JSON lines", j, lines)):
             print(f"{name:<26}{med:>16.2f}{min(runs) * 1e6:>8.2f}{max(runs) * 1e6:>8.2f}")
