@@ -336,7 +336,7 @@ class LogReader:
         buf = self._rec_buf
         if buf is None or not len(buf):
             buf = self._rec_buf = self._read_records()
-        return buf is not None and len(buf) > 0 and int(buf["lines"][0]) < lines
+        return buf is not None and len(buf) > 0 and int(self._rec_buf_lines[0]) < lines
 
     def _records(self, limit: int | None, runs: bool) -> Iterator[list[tuple] | StepRun]:
         """The items of the records not read yet that were written when the log held at most ``limit``
@@ -349,10 +349,11 @@ class LogReader:
                 buf = self._rec_buf = self._read_records()
                 if buf is None:
                     return
-            k = len(buf) if limit is None else int(np.searchsorted(buf["lines"], limit, side="right"))
+            lines = self._rec_buf_lines  # contiguous: a binary search, not a copy of a strided field
+            k = len(buf) if limit is None else int(np.searchsorted(lines, limit, side="right"))
             if not k:
                 return
-            part, self._rec_buf = buf[:k], buf[k:]
+            part, self._rec_buf, self._rec_buf_lines = buf[:k], buf[k:], lines[k:]
             self.rec_offset += k * RECORD_BYTES
             for item in decode(part, StepRun, _NO_FIELDS):
                 yield item if runs or not isinstance(item, StepRun) else item.events()
@@ -378,7 +379,8 @@ class LogReader:
             check(arr, (pos - RECORD_BYTES) // RECORD_BYTES, self._rec_lines)
         except StepRecordError as e:
             raise EventLogError(f"{self.rec_path}{', ' if str(e).startswith('record ') else ': '}{e}") from None
-        self._rec_lines = int(arr["lines"][-1])
+        self._rec_buf_lines = np.ascontiguousarray(arr["lines"])
+        self._rec_lines = int(self._rec_buf_lines[-1])
         return arr
 
     def _parse_runs(self, data: bytes, end: int) -> list[list[tuple] | StepRun]:

@@ -150,29 +150,49 @@ def decode(arr, make_run: Callable, no_fields: dict) -> list:
     if not n:
         return []
     kind, att, step = arr["kind"], arr["attempt"], arr["step"]
+    if n % 3 == 0 and n >= 3 and np.array_equal(kind, _triples(n)) and (att == att[0]).all() \
+            and np.array_equal(step[0::3], step[1::3]) and np.array_equal(step[1::3], step[2::3]):
+        return [_run(arr, make_run)]  # the common case: whole steps of one attempt
     starts = np.zeros(0, np.int64)
     if n >= 3:
         lead = (kind[:-2] == DATA_WAIT) & (kind[1:-1] == COMPUTE) & (kind[2:] == STEP_END) \
             & (att[:-2] == att[1:-1]) & (att[1:-1] == att[2:]) & (step[:-2] == step[1:-1]) & (step[1:-1] == step[2:])
         starts = np.flatnonzero(lead)  # never overlap: a start is a data_wait, the two after it are not
     items: list = []
+    bounds: list[int] = []
     if len(starts):
         cut = np.flatnonzero((np.diff(starts) != 3) | (att[starts[1:]] != att[starts[:-1]])) + 1
-        groups = np.split(starts, cut)
-    else:
-        groups = []
+        bounds = [0, *cut.tolist(), len(starts)]
     pos = 0
-    for g in groups:
-        a, b = int(g[0]), int(g[-1]) + 3
+    first = starts.tolist()
+    for g0, g1 in zip(bounds, bounds[1:]):
+        a, b = first[g0], first[g1 - 1] + 3
         if a > pos:
             items.append(_singles(arr[pos:a], no_fields))
-        part = arr[a:b]
-        losses = Losses(part["loss"][2::3], part["flags"][2::3])
-        items.append(make_run(int(att[a]), part["step"][0::3], part["t"][0::3], part["t"][1::3], part["t"][2::3], losses))
+        items.append(_run(arr[a:b], make_run))
         pos = b
     if pos < n:
         items.append(_singles(arr[pos:], no_fields))
     return items
+
+
+def _triples(n: int):
+    """The kinds of ``n // 3`` whole steps: data_wait, compute, step_end, ... (cached)."""
+    import numpy as np
+
+    global _TRIPLES
+    if len(_TRIPLES) < n:
+        _TRIPLES = np.tile(np.array([DATA_WAIT, COMPUTE, STEP_END], "<u2"), max(n, 3 * CHUNK_RECORDS) // 3 + 1)
+    return _TRIPLES[:n]
+
+
+_TRIPLES: Any = ()
+
+
+def _run(part, make_run: Callable):
+    """Records of whole steps of one attempt (data_wait, compute, step_end each) as one run."""
+    return make_run(int(part["attempt"][0]), part["step"][0::3], part["t"][0::3], part["t"][1::3], part["t"][2::3],
+                    Losses(part["loss"][2::3], part["flags"][2::3]))
 
 
 class Losses:
