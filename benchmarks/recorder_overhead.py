@@ -3,7 +3,8 @@
     python benchmarks/recorder_overhead.py [--steps 20000] [--rounds 7] [--torch-steps 6000]
 
 Part 1 (no torch): the loop's bodies are empty, so the difference is the recorder and nothing
-else. Rounds alternate a bare loop and a recorded loop of ``--steps`` steps each (a
+else. Rounds alternate a bare loop and two recorded loops, with step records (the default) and
+with JSON lines only (``step_records=False``), of ``--steps`` steps each (a
 ``data_wait`` block, a ``step`` block with the loss set, a ``checkpoint_save`` block every
 1000 steps, writing to a real event log in a temporary folder); per-step times are the
 medians over rounds, so both see the same machine drift.
@@ -40,14 +41,14 @@ def bare_loop(steps: int) -> float:
     for step in range(steps):
         batch = step
         loss = float(batch)
-        if step % SAVE_EVERY == 0:
+        if SAVE_EVERY and step % SAVE_EVERY == 0:
             pass
     return (clock() - t) / steps
 
 
-def recorded_loop(steps: int, run_dir: Path) -> float:
+def recorded_loop(steps: int, run_dir: Path, step_records: bool = True) -> float:
     clock = time.perf_counter
-    rec = Recorder(run_dir / f"r{random.random()}")
+    rec = Recorder(run_dir / f"r{random.random()}", step_records=step_records)
     t = clock()
     for step in range(steps):
         with rec.data_wait():
@@ -55,7 +56,7 @@ def recorded_loop(steps: int, run_dir: Path) -> float:
         with rec.step(step) as s:
             loss = float(batch)
             s.loss = loss
-        if step % SAVE_EVERY == 0:
+        if SAVE_EVERY and step % SAVE_EVERY == 0:
             with rec.checkpoint_save(step):
                 pass
     elapsed = (clock() - t) / steps
@@ -68,12 +69,14 @@ def breakdown(n: int = 200_000) -> None:
     import fcntl
     import os
 
+    from goodputlab.engine import step_records as SR
     from goodputlab.engine.events import event_line
 
     work = Path(tempfile.mkdtemp(prefix="recorder-breakdown-"))
     fd = os.open(work / "log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     line = event_line(12.3456789, 0, 12345, "compute", {})
     fmt = b'{"t":%.7f,"attempt":0,"step":%d,"kind":"step_end","loss":%r}\n'
+    record = SR.RECORD.pack(12.3456789, 12345, 1.25, 9, 0, 3, 1)
 
     class Empty:
         def __enter__(self):
@@ -96,8 +99,10 @@ def breakdown(n: int = 200_000) -> None:
         "time.monotonic()": lambda: time.monotonic(),
         "event_line: a compute line": lambda: event_line(12.3456789, 0, 12345, "compute", {}),
         "event_line: a step_end line with its loss": lambda: event_line(12.3456789, 0, 12345, "step_end", {"loss": 1.25}),
-        "bytes %: a step_end line (now)": lambda: fmt % (12.3456789, 12345, 1.25),
+        "bytes %: a step_end line (JSON lines only)": lambda: fmt % (12.3456789, 12345, 1.25),
         "os.write of one line": lambda: os.write(fd, line),
+        "round(t, 7) + struct pack: a step record (now)": lambda: SR.RECORD.pack(round(12.34567891, 7), 12345, 1.25, 9, 0, 3, 1),
+        "os.write of one 40-byte record": lambda: os.write(fd, record),
         "flock + unlock (per line before)": flock_pair,
         "an empty with block": block,
     }
@@ -113,8 +118,9 @@ def breakdown(n: int = 200_000) -> None:
         print(f"{name:<46}{statistics.median(runs):>10.3f}")
     os.close(fd)
     shutil.rmtree(work, ignore_errors=True)
-    print("a step writes 3 lines (data_wait, compute, step_end) in 2 with blocks: before, 3 x (format + flock pair + "
-          "write); now 3 x (bytes % + write), with no lock (one live Recorder per log holds its own lock file)")
+    print("a step writes 3 events (data_wait, compute, step_end) in 2 with blocks: first 3 x (format + flock pair + "
+          "write); then 3 x (bytes % + write); now 3 x (round + pack + write) of a 40-byte record, no lock (one live "
+          "Recorder per log holds its own lock file)")
 
 
 def torch_part(steps: int, run_dir: Path) -> None:
@@ -170,21 +176,31 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=7, help="rounds of part 1 (each: one bare loop, one recorded)")
     p.add_argument("--torch-steps", type=int, default=6000, help="steps of part 2 (0: skip)")
     p.add_argument("--breakdown", action="store_true", help="also time each piece of a step's work alone")
+    p.add_argument("--save-every", type=int, default=SAVE_EVERY,
+                   help="steps between saves in part 1 (each save fsyncs the log and the records; 0: no saves)")
     args = p.parse_args(argv)
+    if args.save_every < 0:
+        p.error(f"--save-every {args.save_every}: must be >= 0")
+    globals()["SAVE_EVERY"] = args.save_every
     work = Path(tempfile.mkdtemp(prefix="recorder-overhead-"))
     try:
-        bare, recorded = [], []
+        bare, recorded, lines = [], [], []
         for _ in range(args.rounds):
             bare.append(bare_loop(args.steps))
             recorded.append(recorded_loop(args.steps, work))
-        b, r = statistics.median(bare) * 1e6, statistics.median(recorded) * 1e6
-        print(f"part 1: empty loop bodies, {args.rounds} rounds x {args.steps} steps, Python {sys.version.split()[0]}")
-        print(f"{'loop':<12}{'median us/step':>16}{'min':>8}{'max':>8}")
-        print(f"{'bare':<12}{b:>16.2f}{min(bare) * 1e6:>8.2f}{max(bare) * 1e6:>8.2f}")
-        print(f"{'recorded':<12}{r:>16.2f}{min(recorded) * 1e6:>8.2f}{max(recorded) * 1e6:>8.2f}")
-        print(f"recorder cost per step: {r - b:.2f} us (3 events a step: data_wait, compute, step_end; "
-              f"a save every {SAVE_EVERY} steps adds ckpt_save, ckpt_commit, an fsync and loop)")
-        print(f"aim: at most 5 us a step -> {'met' if r - b <= 5 else 'NOT met'}")
+            lines.append(recorded_loop(args.steps, work, step_records=False))
+        b, r, j = (statistics.median(x) * 1e6 for x in (bare, recorded, lines))
+        print(f"part 1: empty loop bodies, {args.rounds} rounds x {args.steps} steps, a save every {SAVE_EVERY or 'no'} "
+              f"steps, Python {sys.version.split()[0]}")
+        print(f"{'loop':<26}{'median us/step':>16}{'min':>8}{'max':>8}")
+        for name, med, runs in (("bare", b, bare), ("recorded, step records", r, recorded), ("recorded, JSON lines", j, lines)):
+            print(f"{name:<26}{med:>16.2f}{min(runs) * 1e6:>8.2f}{max(runs) * 1e6:>8.2f}")
+        saves = (f"; a save every {SAVE_EVERY} steps adds ckpt_save, ckpt_commit, loop and the fsyncs (one per "
+                 "file)") if SAVE_EVERY else ""
+        print(f"recorder cost per step: {r - b:.2f} us with step records, {j - b:.2f} us with JSON lines only "
+              f"(3 events a step: data_wait, compute, step_end{saves})")
+        print(f"aim: at most 5 us a step -> {'met' if r - b <= 5 else 'NOT met'} (step records), "
+              f"{'met' if j - b <= 5 else 'NOT met'} (JSON lines)")
         if args.breakdown:
             breakdown()
         if args.torch_steps:

@@ -4,24 +4,27 @@
 
 For each size, a real recording: a loop with empty bodies records through ``gl.Recorder``
 (data_wait, step with its loss, a checkpoint every 10,000 steps), SIGKILLs itself at 60%
-of the steps, and a second attempt resumes from its newest checkpoint to the end. Then,
-side by side in alternating rounds, each in a fresh process (wall time and the process's
-own peak RSS, from ``wait4``):
+of the steps, and a second attempt resumes from its newest checkpoint to the end. The
+recorder writes each step's events as binary step records beside its JSON lines (its
+default, ``engine/step_records.py``); the same events are then written again as JSON lines
+only (``step_records=False``'s form) into a second folder. Then, side by side in alternating
+rounds, each in a fresh process (wall time and the process's own peak RSS, from ``wait4``):
 
-* ``read``: reading the file in 1 MB blocks and counting its lines (the I/O floor);
-* ``json.loads loop``: ``for line in f: json.loads(line)``, the yardstick the aim names;
-* ``report``: ``goodputlab report DIR --json`` (the streaming ledger, interpreter start-up included);
-* the parsers alone: goodputlab's line reader (``engine/logread.py``: a regular expression
-  for the common lines, ``json.loads`` for the rest), and orjson and msgspec when installed.
+* ``read``: reading the JSON lines in 1 MB blocks and counting them (the I/O floor);
+* ``json.loads loop``: ``for line in f: json.loads(line)`` over the JSON lines, the yardstick the aim names;
+* ``report, step records`` and ``report, JSON lines``: ``goodputlab report DIR --json`` on each form
+  (the streaming ledger, interpreter start-up included); their summaries must be the same;
+* the parsers alone: goodputlab's reader on each form (``engine/logread.py``: the records merged
+  with the lines; a regular expression for the common lines, ``json.loads`` for the rest), and
+  orjson and msgspec over the JSON lines when installed.
 
 ``--ranks N`` (N > 1): the job's N ranks each write their own log (one process records them in
 lockstep, :data:`RECORD_RANKS`); the report merges them as a stream (``engine/merge_stream.py``)
 and is timed beside the same report with the ranks merged in memory (``engine/merge.py``), as
 it was before the stream.
 
-On the first size of a one-rank job only: the parsers alone, what a compact binary format would buy (size and
-parse rate of fixed 29-byte records via ``struct``), and the cost of one ``--follow`` update
-(``engine/follow.py``) after 100 and 10,000 new events, against reading the whole log again.
+On the first size of a one-rank job only: the parsers alone, and the cost of one ``--follow`` update
+(``engine/follow.py``, on the JSON lines) after 100 and 10,000 new events, against reading the whole log again.
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ import argparse
 import os
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -201,30 +203,20 @@ def have(module: str) -> bool:
         return False
 
 
-def compact_format(log: Path, limit: int = 3_000_000) -> None:
-    """Size and parse rate of the same events as fixed binary records (t f64, attempt u32, step i64, kind u8, loss f64)."""
-    import json
+def as_json_lines(src: Path, dst: Path) -> None:
+    """``src``'s logs written again with every event a JSON line (the form ``step_records=False`` writes)."""
+    from goodputlab.engine.logread import event_batches
 
-    kinds: dict[str, int] = {}
-    rec = struct.Struct("<dIqBd")
-    out = bytearray()
-    n = json_bytes = 0
-    with open(log, "rb") as f:
-        for line in f:
-            e = json.loads(line)
-            k = kinds.setdefault(e["kind"], len(kinds))
-            out += rec.pack(e["t"], e["attempt"], -1 if e["step"] is None else e["step"], k, e.get("loss") or 0.0)
-            n += 1
-            json_bytes += len(line)
-            if n >= limit:
-                break
-    t = time.perf_counter()
-    count = sum(1 for _ in rec.iter_unpack(out))
-    parse = time.perf_counter() - t
-    assert count == n
-    print(f"  compact binary records: {len(out) / n:.0f} bytes an event against {json_bytes / n:.0f} in JSON "
-          f"({len(out) / json_bytes:.2f}x); struct.iter_unpack reads {n / parse / 1e6:.1f} M events/s "
-          f"(the events of markers with fields, e.g. a checkpoint's, do not fit the record)")
+    dst.mkdir(parents=True, exist_ok=True)
+    shutil.copy(src / "recorder.json", dst / "recorder.json")
+    for log in sorted(src.glob("events*.jsonl")):
+        with open(dst / log.name, "wb") as out:
+            for batch in event_batches(log):
+                out.write(b"".join(E.event_line(t, a, s, k, {n: v for n, v in f.items() if n not in DROP})
+                                   for t, a, s, k, f in batch))  # fmt: skip
+
+
+DROP = frozenset(("t", "attempt", "step", "kind"))
 
 
 def follow_cost(folder: Path, new_events: list[int]) -> None:
@@ -292,25 +284,34 @@ def main(argv=None) -> int:
     try:
         for steps in args.steps:
             folder = root / (f"steps-{steps}" if args.ranks == 1 else f"steps-{steps}-ranks-{args.ranks}")
-            logs = [folder / "events.jsonl"] if args.ranks == 1 else [folder / f"events-rank{r}.jsonl" for r in range(args.ranks)]
-            if not all(log.exists() for log in logs):
+            plain = folder.with_name(folder.name + "-json")
+            names = ["events.jsonl"] if args.ranks == 1 else [f"events-rank{r}.jsonl" for r in range(args.ranks)]
+            logs = [plain / name for name in names]
+            if not all((folder / name).exists() for name in names):
+                shutil.rmtree(plain, ignore_errors=True)
                 made = make_recording(folder, steps, args.ranks)
                 print(f"\n{steps:,} steps: recorded in {made:.1f} s ({1e6 * made / (steps * 1.1):.2f} us a step, "
                       f"both attempts, the loop included, {args.ranks} rank(s))")
+            if not all(log.exists() for log in logs):
+                as_json_lines(folder, plain)
             log = logs[0]
             size = sum(log.stat().st_size for log in logs)
             lines = int(run([py, "-c", READ, *map(str, logs)])[2])
-            print(f"{steps:,} steps, {args.ranks} rank(s): {lines:,} events, {size / 1e6:.0f} MB")
+            rec_size = sum(p.stat().st_size for p in folder.glob("events*"))
+            print(f"{steps:,} steps, {args.ranks} rank(s): {lines:,} events; JSON lines {size / 1e6:.0f} MB, "
+                  f"step records and JSON lines {rec_size / 1e6:.0f} MB")
             tasks = {
                 "read (floor)": [py, "-c", READ, *map(str, logs)],
                 "json.loads loop": [py, "-c", JSON_LOOP, *map(str, logs)],
                 "report --json": [py, "-c", REPORT, "report", str(folder), "--json"],
+                "report, JSON lines": [py, "-c", REPORT, "report", str(plain), "--json"],
             }
             if args.ranks > 1:
                 tasks["report, in memory"] = [py, "-c", REPORT_IN_MEMORY, "report", str(folder), "--json"]
             first = steps == args.steps[0] and args.ranks == 1
             if first:  # the parsers compared on the first size only
-                tasks["line reader alone"] = [py, "-c", LINE_READER, str(log)]
+                tasks["reader, records"] = [py, "-c", LINE_READER, str(folder / names[0])]
+                tasks["reader, JSON lines"] = [py, "-c", LINE_READER, str(log)]
                 if have("orjson"):
                     tasks["orjson loop"] = [py, "-c", ORJSON_LOOP, str(log)]
                 if have("msgspec"):
@@ -327,9 +328,12 @@ def main(argv=None) -> int:
                         import json
 
                         summary = json.loads(out)
+                    elif name == "report, JSON lines":
+                        from_lines = json.loads(out)
                     elif name == "report, in memory":
                         held = json.loads(out)
             base = statistics.median(w for w, _ in results["json.loads loop"])
+            print("  (report --json: the step records, the recorder's default)")
             print(f"  {'':<22}{'wall s':>9}{'vs json.loads':>15}{'peak RSS MB':>13}{'M events/s':>12}   ({rounds} rounds, medians)")
             for name, rs in results.items():
                 wall = statistics.median(w for w, _ in rs)
@@ -342,13 +346,15 @@ def main(argv=None) -> int:
                   f"restart {b['restart']:.3f} s; buckets sum to the wall time: {closes}")
             report_wall = statistics.median(w for w, _ in results["report --json"])
             report_rss = max(r for _, r in results["report --json"])
+            print(f"  the report of the step records is the report of the JSON lines: {summary == from_lines} "
+                  f"(JSON lines: {statistics.median(w for w, _ in results['report, JSON lines']) / report_wall:.2f}x "
+                  f"the time of the step records)")
             if args.ranks > 1:
                 print(f"  the stream's report is the in-memory merge's: {summary == held}")
             print(f"  aim: report <= the json.loads loop -> {'met' if report_wall <= base else 'NOT met'} "
                   f"({report_wall / base:.2f}x); peak RSS <= 300 MB -> {'met' if report_rss <= 300 else 'NOT met'}")
             if first:
-                compact_format(log)
-                follow_cost(folder, [100, 10_000])
+                follow_cost(plain, [100, 10_000])
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)

@@ -14,8 +14,8 @@ identical timestamps, is replayed into both recorders:
 * 5 s later, attempt 1: set-up, a checkpoint restore, the first batch, the steps again
   from the newest checkpoint to the end, and the job's end.
 
-goodputlab gets the lines ``gl.Recorder`` writes, in a recording folder, and reports it as
-``goodputlab report`` does. Google's recorder writes through the seam its own tests use:
+goodputlab gets what ``gl.Recorder`` writes, in a recording folder (timed in both forms: step
+records beside JSON lines, the default, and JSON lines only), and reports it as ``goodputlab report`` does. Google's recorder writes through the seam its own tests use:
 ``GoodputRecorder(..., cloud_logger=...)`` and ``GoodputCalculator(..., cloud_logger=...)``
 with an in-memory stand-in for Cloud Logging (``MockCloudLogger`` of its tests: entries kept
 in a list, read back by time); the checkpoint saves and the restore go in as the entries
@@ -41,12 +41,13 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from goodputlab.engine import events as E  # noqa: E402
+from goodputlab.engine import events as E, step_records as SR  # noqa: E402
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc).timestamp()  # the job's start (Unix seconds)
 EVERY = 100  # steps between checkpoints
@@ -131,13 +132,19 @@ def resume_after_crash(crash_at: int) -> int:
 
 
 # --- goodputlab: the lines gl.Recorder writes ----------------------------------------------------
-def write_goodputlab(job: Job, folder: Path) -> None:
+def write_goodputlab(job: Job, folder: Path, records: bool = False) -> None:
+    """The job as ``gl.Recorder`` logs it: JSON lines only, or with step records (``engine/step_records.py``)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "recorder.json").write_text(json.dumps({"format": 1, "t0_unix": T0}) + "\n")
-    lines = []
+    lines, recs = [], [SR.HEADER]
+    codes = {E.W_DATA_WAIT: SR.DATA_WAIT, E.W_COMPUTE: SR.COMPUTE, E.W_STEP_END: SR.STEP_END}
 
     def ev(t, attempt, step, kind, **f):
-        lines.append(E.event_line(t, attempt, step, kind, f))
+        if records and kind in codes:
+            loss = f.get("loss")
+            recs.append(SR.RECORD.pack(round(t, 7), step, loss or 0.0, len(lines), attempt, codes[kind], loss is not None))
+        else:
+            lines.append(E.event_line(t, attempt, step, kind, f))
 
     last = None
     for t, what, attempt, step, seconds in job.moments:
@@ -164,6 +171,8 @@ def write_goodputlab(job: Job, folder: Path) -> None:
         if what in ("compute", "step", "start", "restore", "first_batch", "step_end", "save", "end"):
             last = t
     (folder / "events.jsonl").write_bytes(b"".join(lines))
+    if records:
+        SR.records_path(folder / "events.jsonl").write_bytes(b"".join(recs))
 
 
 # --- Google: its recorder, and orbax's checkpoint entries, into an in-memory logger -------------
@@ -426,28 +435,32 @@ def fresh(code: str, *args: str) -> dict:
 
 def timed(steps: int, work: Path, rounds: int) -> None:
     """Google's calculator and goodputlab's ledger on the same job of ``steps`` steps, each in a fresh process."""
-    folder = work / f"timed-{steps}"
-    job = make_job(steps)
-    write_goodputlab(job, folder)
+    job, forms = make_job(steps), {"step records": work / f"timed-{steps}-records", "JSON lines": work / f"timed-{steps}-json"}
+    for form, folder in forms.items():
+        write_goodputlab(job, folder, records=form == "step records")
     del job
-    ours, theirs, cli = [], [], []
-    for i in range(rounds):
+    theirs, ours, cli = [], {form: [] for form in forms}, {form: [] for form in forms}
+    for i in range(rounds):  # side by side, alternating
         cache = work / f"cache-{steps}-{i}"
         theirs.append(fresh(GOOGLE_TIMED, str(steps), str(cache)))
         shutil.rmtree(cache, ignore_errors=True)
-        ours.append(fresh(OURS_TIMED, str(folder)))
-        cli.append(fresh(CLI_TIMED, str(folder)))
+        for form, folder in forms.items():
+            ours[form].append(fresh(OURS_TIMED, str(folder)))
+            cli[form].append(fresh(CLI_TIMED, str(folder)))
     best = lambda runs, k: min(x[k] for x in runs)  # noqa: E731
-    o_wall, t_wall, c_wall = best(ours, "wall"), best(theirs, "wall"), best(cli, "process_s")
-    o_mb, t_mb, c_mb = max(x["peak_mb"] for x in ours), max(x["peak_mb"] for x in theirs), max(x["peak_mb"] for x in cli)
-    t_own = max(x["peak_mb"] - x["before_mb"] for x in theirs)
-    o_own = max(x["peak_mb"] - x["before_mb"] for x in ours)
-    print(f"{steps:>9,} steps: goodputlab {o_wall:7.2f} s, peak {o_mb:5.0f} MB (+{o_own:.0f} MB for the ledger; "
-          f"the whole `report` command {c_wall:.2f} s, {c_mb:.0f} MB) | Google {t_wall:7.2f} s, peak {t_mb:5.0f} MB "
-          f"(+{t_own:.0f} MB for the calculator, over its entries) | goodput {ours[0]['goodput']:.2%} vs "
-          f"{theirs[0]['goodput']:.2%}")
-    print(f"{'':>16}goodputlab is {t_wall / o_wall:.1f}x faster ({t_wall / c_wall:.1f}x counting the whole command), "
-          f"with {t_mb / o_mb:.1f}x less peak memory ({t_own / max(o_own, 1):.1f}x, counting each ledger's own growth)")
+    peak, own = (lambda runs: max(x["peak_mb"] for x in runs)), (lambda runs: max(x["peak_mb"] - x["before_mb"] for x in runs))
+    t_wall, t_mb, t_own = best(theirs, "wall"), peak(theirs), own(theirs)
+    print(f"{steps:>9,} steps: Google {t_wall:7.2f} s, peak {t_mb:5.0f} MB (+{t_own:.0f} MB for the calculator, "
+          f"over its entries), goodput {theirs[0]['goodput']:.2%}")
+    for form in forms:
+        o_wall, c_wall, o_mb, c_mb, o_own = (best(ours[form], "wall"), best(cli[form], "process_s"), peak(ours[form]),
+                                             peak(cli[form]), own(ours[form]))
+        print(f"{'':>16}goodputlab, {form + ':':<14}{o_wall:7.2f} s, peak {o_mb:5.0f} MB (+{o_own:.0f} MB for the "
+              f"ledger; the whole `report` command {c_wall:.2f} s, {c_mb:.0f} MB), goodput {ours[form][0]['goodput']:.2%}")
+        print(f"{'':>18}{t_wall / o_wall:.1f}x faster than Google's ({t_wall / c_wall:.1f}x counting the whole command), "
+              f"{t_mb / o_mb:.1f}x less peak memory ({t_mb / c_mb:.1f}x the whole command; "
+              f"{t_own / max(o_own, 1):.1f}x counting each ledger's own growth)")
+    print(f"{'':>16}the two forms give the same goodput: {ours['step records'][0]['goodput'] == ours['JSON lines'][0]['goodput']}")
 
 
 def main(argv=None) -> int:
@@ -468,7 +481,7 @@ def main(argv=None) -> int:
     work = Path(tempfile.mkdtemp(prefix="vs-google-"))
     try:
         print(f"Python {sys.version.split()[0]}, ml-goodput-measurement "
-              f"{_version('ml-goodput-measurement')}, load average {os.getloadavg()[0]:.2f}\n")
+              f"{version('ml-goodput-measurement')}, load average {os.getloadavg()[0]:.2f}\n")
         compare(make_job(args.steps), work)
         if args.sizes:
             print("\ntime and memory, each in a fresh process (Google: its calculator's get_job_goodput over the "
@@ -478,12 +491,6 @@ def main(argv=None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
-
-
-def _version(dist: str) -> str:
-    from importlib.metadata import version
-
-    return version(dist)
 
 
 if __name__ == "__main__":

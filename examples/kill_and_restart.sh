@@ -26,7 +26,11 @@ rm -rf "$run_dir"
 "$PYTHON" "$loop" --run-dir "$run_dir" "$@" &
 pid=$!
 while :; do
-  done_steps=$(grep -c '"kind":"step_end"' "$run_dir/events.jsonl" 2>/dev/null || true)
+  if [ -f "$run_dir/events.steps.bin" ]; then  # 40-byte step records after a 40-byte header, three a step
+    done_steps=$(( ($(wc -c < "$run_dir/events.steps.bin") - 40) / 120 ))
+  else
+    done_steps=$(grep -c '"kind":"step_end"' "$run_dir/events.jsonl" 2>/dev/null || true)
+  fi
   [ "${done_steps:-0}" -ge "$KILL_AFTER" ] && break
   if ! kill -0 "$pid" 2>/dev/null; then
     echo "kill_and_restart.sh: the loop ended before $KILL_AFTER steps" >&2

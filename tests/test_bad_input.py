@@ -246,6 +246,8 @@ REPORT_ATTACKS = {
     "nan-goodput": lambda d: _lab_folder(d, goodput=float("nan")),
     "negative-wall": lambda d: _lab_folder(d, wall_s=-5),
     "infinite-bucket": lambda d: _lab_folder(d, buckets={"productive": float("inf")}),
+    "records-link": lambda d: (_recording(d), (d / "events.steps.bin").symlink_to("/dev/zero")),
+    "records-version": lambda d: (_recording(d), (d / "events.steps.bin").write_bytes(b"GLSTEPS\0\2\0\0\0\x28" + bytes(31))),
 }
 
 
@@ -273,6 +275,7 @@ RECORDER_ATTACKS = {
     "recorder-lock-link": lambda d, victim: (d.mkdir(), (d / ".events.jsonl.lock").symlink_to(victim)),
     "recorder-lock-fifo": lambda d, victim: (d.mkdir(), os.mkfifo(d / ".events.jsonl.lock")),
     "recorder-meta-link": lambda d, victim: (d.mkdir(), (d / "recorder.json").symlink_to(victim)),
+    "recorder-records-link": lambda d, victim: (d.mkdir(), (d / "events.steps.bin").symlink_to(victim)),
 }
 
 

@@ -14,7 +14,7 @@ its own layer and the ones below, never one above:
  0    foundation         errors, validate, categories, safe_io, procs (pure)
  1    models             theory.*, training.workload, checkpoints.registry, the pure parts of
                          efficiency and serving (numpy at most)
- 2    run records        engine.events, logread, steps, fold, ledger, config, report, merge, merge_stream, recorder, recorder_files, recording, follow (pure)
+ 2    run records        engine.events, logread, steps, fold, ledger, config, report, merge, merge_stream, recorder, recorder_files, step_records, recording, follow (pure)
  3    training           training.*, pipeline.*, checkpoints.*, engine.worker, the efficiency
                          sweep, serving's model side: torch lives here
  4    launching          engine.supervisor, launch, supervision, torchrun_supervision, emulated_supervision, api, run_dir,
@@ -78,6 +78,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("goodputlab.engine.recorder", 2),
     ("goodputlab.engine.recording", 2),
     ("goodputlab.engine.recorder_files", 2),  # a recording's files: t0, the lock, the log's tail
+    ("goodputlab.engine.step_records", 2),  # the recorder's binary step records beside its JSON lines
     ("goodputlab.engine.logread", 2),  # reading an event log: every line checked, in batches
     ("goodputlab.engine.steps", 2),  # which step executions survive, as ranges of steps
     ("goodputlab.engine.fold", 2),  # the ledger in one pass

@@ -385,7 +385,8 @@ def test_ranks_under_torchrun_write_their_own_logs_and_report_merges_them(tmp_pa
     assert [p.wait(timeout=60) for p in procs] == [-9, -9]
     procs = [run_loop(run_dir, total=12, every=5, env=env(r)) for r in (0, 1)]
     assert [p.wait(timeout=60) for p in procs] == [0, 0]
-    assert sorted(p.name for p in run_dir.glob("events*")) == ["events-rank0.jsonl", "events-rank1.jsonl"]
+    assert sorted(p.name for p in run_dir.glob("events*")) == [
+        "events-rank0.jsonl", "events-rank0.steps.bin", "events-rank1.jsonl", "events-rank1.steps.bin"]
     s = report_json(cli, cli_env, run_dir)
     assert closes(s) and s["completed"] and s["steps_completed"] == 12
     assert s["failures"] == 1 and s["attempts"] == 2 and s["config"]["ranks"] == [0, 1]
@@ -433,8 +434,9 @@ def test_help_shows_the_recorders_arguments_and_blocks():
     import pydoc
 
     text = pydoc.render_doc(gl.Recorder, renderer=pydoc.plaintext)
-    assert "Recorder(run_dir: 'str | Path', *, total_steps: 'int | None' = None, rank: 'int | None' = None)" in text
-    for word in ("``run_dir``", "``total_steps``", "``rank``", "checkpoint_restore", "data_wait", "checkpoint_save", "close"):
+    assert ("Recorder(run_dir: 'str | Path', *, total_steps: 'int | None' = None, rank: 'int | None' = None, "
+            "step_records: 'bool' = True)") in text
+    for word in ("``run_dir``", "``total_steps``", "``rank``", "``step_records``", "checkpoint_restore", "data_wait", "checkpoint_save", "close"):
         assert word in text, word
     assert "Initialize self" not in text  # __init__ says what its arguments are
 
@@ -481,6 +483,7 @@ def test_sigkill_at_random_moments_never_leaves_a_torn_line(tmp_path):
             events = read_log(tmp_path / "events.jsonl")
         assert events[-1]["attempt"] == attempt
         assert (tmp_path / "events.jsonl").read_bytes().endswith(b"\n")
+        assert (tmp_path / "events.steps.bin").stat().st_size % 40 == 0  # the step records: whole too
     s = gl.load_run(tmp_path).summary
     assert s["attempts"] == 6 and s["failures"] == 6 and closes(s)
 

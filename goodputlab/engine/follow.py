@@ -111,5 +111,8 @@ class Follower:
 
 
 def _shrunk(reader: LogReader) -> bool:
-    """Was the log cut back below where we read to (a new attempt dropped an unfinished line)?"""
+    """Was the log or its step records cut back below where we read to (a new attempt dropped an unfinished
+    line or record)?"""
+    if reader.rec_fd >= 0 and os.fstat(reader.rec_fd).st_size < reader.rec_offset:
+        return True
     return os.fstat(reader.fd).st_size < reader.offset

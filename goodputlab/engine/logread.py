@@ -31,6 +31,17 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..errors import RunFileError
+from .step_records import (
+    CHUNK_RECORDS,
+    RECORD_BYTES,
+    StepRecordError,
+    check,
+    check_header,
+    decode,
+    dtype,
+    records_path,
+    whole_size,
+)
 
 MAX_LINE_BYTES = 1 << 20  # an event is a few hundred bytes; a longer "line" is not an event
 CHUNK_BYTES = 1 << 20  # read this much at a time
@@ -168,7 +179,8 @@ class StepRun:
     kept as columns: the fold books them all at once (:meth:`LedgerFold.feed_run`).
 
     ``t_wait``, ``t_compute``, ``t_end``: the three times of each step (numpy arrays, seconds);
-    ``steps``: the step numbers (numpy); ``losses``: each step's loss as written (bytes)."""
+    ``steps``: the step numbers (numpy); ``losses``: each step's loss as written (the bytes of a JSON
+    line, or a step record's float or None)."""
 
     __slots__ = ("attempt", "steps", "t_wait", "t_compute", "t_end", "losses")
 
@@ -180,8 +192,9 @@ class StepRun:
         return 3 * len(self.steps)
 
     @staticmethod
-    def loss(raw: bytes) -> float | None:
-        return None if raw == b"null" else float(raw)
+    def loss(raw: bytes | float | None) -> float | None:
+        """A loss as written: the bytes of a JSON line, or a step record's float (None: null)."""
+        return None if raw is None or raw == b"null" else float(raw)
 
     def events(self, start: int = 0, stop: int | None = None) -> list[tuple]:
         """The run's steps ``start`` to ``stop`` as the fold's tuples, one per line."""
@@ -233,21 +246,66 @@ def open_log(path: Path | str) -> int:
 
 class LogReader:
     """Reads a log's events from a byte offset on; :attr:`offset` and :attr:`lineno` say how far it got
-    (the start of the first line not read yet), so a live log can be read on from there."""
+    (the start of the first line not read yet), so a live log can be read on from there.
+
+    When the recorder wrote step records beside the log (:mod:`goodputlab.engine.step_records`),
+    they are merged in, each before the JSON line it was written before; :attr:`rec_offset` says how
+    far into them it got."""
 
     def __init__(self, path: Path | str, offset: int = 0, lineno: int = 0, fd: int | None = None):
         self.path = Path(path)
         self.offset, self.lineno = offset, lineno
         self.fd = open_log(path) if fd is None else fd
+        self.rec_path = records_path(self.path)
+        self.rec_fd, self.rec_offset, self._rec_lines, self._rec_buf = -1, 0, 0, None
+        self._open_records()
+
+    def _open_records(self) -> bool:
+        if self.rec_fd < 0 and os.path.lexists(self.rec_path):
+            self.rec_fd = open_log(self.rec_path)
+        return self.rec_fd >= 0
 
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+        if self.rec_fd >= 0:
+            os.close(self.rec_fd)
+            self.rec_fd = -1
 
     def batches(self, stop_at_partial: bool = False, runs: bool = False) -> Iterator[list[tuple] | StepRun]:
         """Batches of event tuples up to the end of the file (see :func:`event_batches`). ``runs``: a
         batch may also be a :class:`StepRun` (for the ledger's fold, which books one at once)."""
+        if not self._open_records():
+            for _, items in self._chunks(stop_at_partial):
+                if runs:
+                    yield from items
+                else:
+                    yield [ev for item in items for ev in (item.events() if isinstance(item, StepRun) else item)]
+            return
+        for start, items in self._chunks(stop_at_partial):
+            for item in items:
+                yield from self._records(start, runs)  # the records written before this item's first line
+                if self._rec_before(start + len(item)):
+                    for i, ev in enumerate(item if isinstance(item, list) else item.events()):
+                        yield from self._records(start + i, runs)
+                        yield [ev]
+                else:
+                    yield item if runs or not isinstance(item, StepRun) else item.events()
+                start += len(item)
+        # the records after the last whole line (a live log's wait for the line before them)
+        yield from self._records(self.lineno if stop_at_partial else None, runs)
+        buf, self._rec_buf = self._rec_buf, None  # read again from rec_offset next time
+        if buf is not None and len(buf):
+            self._rec_lines = int(buf["lines"][0])
+        size = os.fstat(self.rec_fd).st_size
+        if not stop_at_partial and size > max(self.rec_offset, 0) and (size - max(self.rec_offset, RECORD_BYTES)) % RECORD_BYTES:
+            warnings.warn(f"{self.rec_path}: a record cut short at the end (a process killed while writing it); ignored",
+                          EventLogWarning, stacklevel=3)  # fmt: skip
+
+    def _chunks(self, stop_at_partial: bool) -> Iterator[tuple[int, list[list[tuple] | StepRun]]]:
+        """``(first line, items)`` for each block of JSON lines read: steps as :class:`StepRun`, other lines
+        as lists of tuples (each item is as many lines as its ``len``)."""
         rest = b""
         pos = self.offset
         while True:
@@ -261,19 +319,69 @@ class LogReader:
             if len(rest) > MAX_LINE_BYTES:
                 raise EventLogError(f"{self.path}, line {self.lineno + 1}: longer than {MAX_LINE_BYTES} bytes, not an event")
             if end:
+                start = self.lineno
                 items = self._parse_runs(data, end)
                 self.offset = pos - len(rest)
-                if runs:
-                    yield from items
-                else:
-                    yield [ev for item in items for ev in (item.events() if isinstance(item, StepRun) else item)]
+                yield start, items
         if rest and not stop_at_partial and rest.strip(b"\0 \t\r"):
             warnings.warn(
                 f"{self.path}, line {self.lineno + 1}: cut short at the end of the log "
                 "(a process killed while writing it); ignored",
                 EventLogWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
+
+    def _rec_before(self, lines: int) -> bool:
+        """Is a record not read yet written before line ``lines`` (0-based) existed?"""
+        buf = self._rec_buf
+        if buf is None or not len(buf):
+            buf = self._rec_buf = self._read_records()
+        return buf is not None and len(buf) > 0 and int(self._rec_buf_lines[0]) < lines
+
+    def _records(self, limit: int | None, runs: bool) -> Iterator[list[tuple] | StepRun]:
+        """The items of the records not read yet that were written when the log held at most ``limit``
+        lines (None: all of them)."""
+        import numpy as np
+
+        while True:
+            buf = self._rec_buf
+            if buf is None or not len(buf):
+                buf = self._rec_buf = self._read_records()
+                if buf is None:
+                    return
+            lines = self._rec_buf_lines  # contiguous: a binary search, not a copy of a strided field
+            k = len(buf) if limit is None else int(np.searchsorted(lines, limit, side="right"))
+            if not k:
+                return
+            part, self._rec_buf, self._rec_buf_lines = buf[:k], buf[k:], lines[k:]
+            self.rec_offset += k * RECORD_BYTES
+            for item in decode(part, StepRun, _NO_FIELDS):
+                yield item if runs or not isinstance(item, StepRun) else item.events()
+            if k < len(buf):
+                return
+
+    def _read_records(self):
+        """The next records after those buffered (a numpy array), or None at the end of the whole ones."""
+        import numpy as np
+
+        size = os.fstat(self.rec_fd).st_size
+        try:
+            if self.rec_offset == 0:
+                if size < RECORD_BYTES:
+                    return None
+                check_header(os.pread(self.rec_fd, RECORD_BYTES, 0))
+                self.rec_offset = RECORD_BYTES
+            pos = self.rec_offset + (0 if self._rec_buf is None else len(self._rec_buf) * RECORD_BYTES)
+            n = min((whole_size(size) - pos) // RECORD_BYTES, CHUNK_RECORDS)
+            if n <= 0:
+                return None
+            arr = np.frombuffer(os.pread(self.rec_fd, n * RECORD_BYTES, pos), dtype())
+            check(arr, (pos - RECORD_BYTES) // RECORD_BYTES, self._rec_lines)
+        except StepRecordError as e:
+            raise EventLogError(f"{self.rec_path}{', ' if str(e).startswith('record ') else ': '}{e}") from None
+        self._rec_buf_lines = np.ascontiguousarray(arr["lines"])
+        self._rec_lines = int(self._rec_buf_lines[-1])
+        return arr
 
     def _parse_runs(self, data: bytes, end: int) -> list[list[tuple] | StepRun]:
         """The lines of ``data[:end]``: steps in :class:`StepRun` columns, every other line a tuple."""

@@ -38,8 +38,9 @@ The rules (in full: docs/ARCHITECTURE.md, "Recording your own job"; docs/RECORDE
   ``init_process_group``.
 * **Completion.** ``close()`` completes the run when ``total_steps`` were reached, when
   ``completed=True``, or (without ``total_steps``) on any clean close.
-* **Durability.** Each event is one ``O_APPEND`` write of a whole line, which survives a
-  SIGKILL; the log is fsynced at every committed checkpoint and at ``close()``. One live
+* **Durability.** Each event is one ``O_APPEND`` write of a whole line, or (a step's events,
+  by default) of a whole 40-byte record in ``events.steps.bin`` (``engine/step_records.py``),
+  which survives a SIGKILL; both are fsynced at every committed checkpoint and at ``close()``. One live
   Recorder per log (an ``flock`` on ``.events.jsonl.lock``), so its lines need no lock of
   their own; a write the disk cuts short is taken back before ``ENOSPC`` is raised, and a
   line a kill cut short is dropped, with a warning, by the reader and the next attempt.
@@ -55,12 +56,14 @@ import math
 import operator
 import os
 import socket
+import struct
 import time
 import warnings
 from pathlib import Path
 from typing import Any
 
 from . import events as E
+from . import step_records as SR
 from .events import event_line
 from .logread import EventLogError, EventLogWarning  # noqa: F401 (re-exported: what a reader of a recording raises)
 from .recorder_files import (
@@ -71,7 +74,9 @@ from .recorder_files import (
     _lexists,
     _load_or_create_t0,
     _repair_tail,
+    count_lines,
     open_regular_rw,
+    open_step_records,
 )
 
 EVENTS_FILE = "events.jsonl"  # one process
@@ -129,7 +134,7 @@ class _DataWaitBlock(_Block):
             rec._phase(E.W_WARMUP)
         else:
             step = last + 1 if self.step is None else _step(self.step)
-            rec._line(rec._fmt_data_wait, step)
+            rec._line(SR.DATA_WAIT, step)
         return self
 
     def __exit__(self, exc_type, exc, tb):
@@ -149,7 +154,7 @@ class _StepBlock(_Block):
         if last is not None and step <= last:
             rec._warn_order(step, last)
         rec._last_step = step
-        rec._line(rec._fmt_compute, step)
+        rec._line(SR.COMPUTE, step)
         return self
 
     def __exit__(self, exc_type, exc, tb):
@@ -159,12 +164,12 @@ class _StepBlock(_Block):
         if exc_type is None:
             loss = self.loss
             if loss is None:
-                rec._line(rec._fmt_step_end_null, self.step)
+                rec._line(SR.STEP_END, self.step)
             else:
                 loss = rec._last_loss = float(loss)
                 self.loss = None
                 if math.isfinite(loss):
-                    rec._line(rec._fmt_step_end, self.step, loss)
+                    rec._line(SR.STEP_END, self.step, loss)
                 else:  # NaN and infinities as json writes them
                     rec._emit(E.W_STEP_END, self.step, loss=loss)
             rec._done = self.step
@@ -204,6 +209,9 @@ class Recorder:
     * ``total_steps``: the steps the job trains in all (optional; with it, ``close()`` knows
       whether the run completed).
     * ``rank``: the process's rank (default: ``RANK`` under ``torchrun``, else one process).
+    * ``step_records``: write each step's events as 40-byte binary records in ``events.steps.bin``
+      beside the JSON lines (default True: a report reads them several times faster;
+      :mod:`goodputlab.engine.step_records`). False: every event is a JSON line, as before.
 
     Blocks (each a ``with``): :meth:`checkpoint_restore`, :meth:`data_wait`, :meth:`step`,
     :meth:`checkpoint_save`; then :meth:`close` (or leave a ``with Recorder(...)`` block).
@@ -212,9 +220,11 @@ class Recorder:
     folder holds a lab run, or a file the recorder would write is a link or not a regular file.
     """
 
-    def __init__(self, run_dir: str | Path, *, total_steps: int | None = None, rank: int | None = None):
+    def __init__(self, run_dir: str | Path, *, total_steps: int | None = None, rank: int | None = None,
+                 step_records: bool = True):
         """Start an attempt: ``run_dir`` (folder), ``total_steps`` (steps of the whole job, optional),
-        ``rank`` (default from ``torchrun``'s ``RANK``). See the class's docstring."""
+        ``rank`` (default from ``torchrun``'s ``RANK``), ``step_records`` (binary step records beside the
+        JSON lines). See the class's docstring."""
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if _lexists(self.run_dir / "summary.json") and not _lexists(self.run_dir / META_FILE):
@@ -222,7 +232,7 @@ class Recorder:
         self.rank = env_rank() if rank is None else int(rank)
         self.total_steps = None if total_steps is None else operator.index(total_steps)
         self.path = events_path(self.run_dir, self.rank)
-        self._fd = -1
+        self._fd = self._rec_fd = -1
         t0_unix = _load_or_create_t0(self.run_dir)
 
         # Hold an exclusive lock while this attempt lives (the kernel drops it when the process
@@ -241,7 +251,15 @@ class Recorder:
         except BaseException:
             os.close(self._lock_fd)
             raise
-        prev = _repair_tail(fd, self.path)
+        try:
+            prev = _repair_tail(fd, self.path)
+            # the JSON lines: a record says how many precede it
+            self._lines = count_lines(fd) if step_records or _lexists(SR.records_path(self.path)) else 0
+            rec_fd, prev = open_step_records(self.path, prev, self._lines, step_records)
+        except BaseException:
+            os.close(fd)
+            os.close(self._lock_fd)
+            raise
         self.attempt = 0 if prev is None else prev["attempt"] + 1
 
         # Seconds since t0 on the wall clock at this attempt's start, then on the monotonic clock.
@@ -251,6 +269,11 @@ class Recorder:
         self._t0 = time.monotonic() - base
         self._fd = fd
         self._formats(self.attempt)
+        if rec_fd >= 0 and self.attempt <= SR.MAX_ATTEMPT:
+            self._rec_fd = rec_fd
+            self._line = self._record_line
+        elif rec_fd >= 0:
+            os.close(rec_fd)
         if prev is not None and prev["kind"] not in (E.SUP_FAILURE, E.SUP_RESTART_DELAY):
             if prev["kind"] == E.SUP_END and prev.get("completed"):
                 warnings.warn(
@@ -271,6 +294,7 @@ class Recorder:
             pid=os.getpid(),
             host=socket.gethostname(),
             recorder=FORMAT,
+            **({"step_records": SR.VERSION} if self._rec_fd >= 0 else {}),
         )
         self._last_step: int | None = None  # the last step started in this attempt
         self._done: int | None = None  # the last step completed in this attempt
@@ -291,6 +315,8 @@ class Recorder:
         self._fmt_step_end = head + E.W_STEP_END.encode() + b'","loss":%r}\n'
         self._fmt_step_end_null = head + E.W_STEP_END.encode() + b'","loss":null}\n'
         self._fmt_loop = b'{"t":%.7f,"attempt":' + str(attempt).encode() + b',"step":null,"kind":"' + E.R_LOOP.encode() + b'"}\n'
+        self._fmts = {SR.DATA_WAIT: self._fmt_data_wait, SR.COMPUTE: self._fmt_compute}
+        self._pack = SR.RECORD.pack
 
     # --- the blocks -------------------------------------------------------------------
     def checkpoint_restore(self) -> _Block:
@@ -324,9 +350,39 @@ class Recorder:
         return self._save
 
     # --- writing --------------------------------------------------------------------------
-    def _line(self, fmt: bytes, *values: Any) -> None:
-        """Write one of the step's preformatted lines at the current time (after a pending ``loop``)."""
-        self._write(fmt % (self._begin(), *values))
+    def _line(self, kind: int, step: int, loss: float | None = None) -> None:
+        """Write one of the step's events (``step_records``' kind code) as its preformatted line, at the
+        current time (after a pending ``loop``). With step records, :meth:`_record_line` instead."""
+        if kind != SR.STEP_END:
+            self._write(self._fmts[kind] % (self._begin(), step))
+        elif loss is None:
+            self._write(self._fmt_step_end_null % (self._begin(), step))
+        else:
+            self._write(self._fmt_step_end % (self._begin(), step, loss))
+
+    def _record_line(self, kind: int, step: int, loss: float | None = None) -> None:
+        """One of the step's events as one 40-byte record (the time its JSON line would hold)."""
+        t = round(self._begin(), 7)
+        try:
+            rec = self._pack(t, step, 0.0 if loss is None else loss, self._lines, self.attempt, kind, loss is not None)
+        except struct.error:  # a step past int64: a JSON line (the reader places it among the records)
+            Recorder._line(self, kind, step, loss)
+            return
+        self._write_record(rec)
+
+    def _loop(self, p: float) -> None:
+        """The ``loop`` phase from ``p`` (the end of a data_wait or save block)."""
+        if self._rec_fd >= 0:
+            self._write_record(self._pack(round(p, 7), -1, 0.0, self._lines, self.attempt, SR.LOOP, 0))
+        else:
+            self._write(self._fmt_loop % p)
+
+    def _write_record(self, rec: bytes) -> None:
+        """One record, one ``write``: whole, or (the disk full) taken back before ``ENOSPC`` is raised."""
+        n = os.write(self._rec_fd, rec)
+        if n != SR.RECORD_BYTES:
+            os.ftruncate(self._rec_fd, os.fstat(self._rec_fd).st_size - n)
+            raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)}: a step record took {n} of {SR.RECORD_BYTES} bytes")
 
     def _phase(self, kind: str, step: int | None = None) -> None:
         self._write(event_line(self._begin(), self.attempt, step, kind, {}))
@@ -340,7 +396,7 @@ class Recorder:
         if p is not None:
             self._pending = None
             if t - p > SPLIT_GAP_S:
-                self._write(self._fmt_loop % p)
+                self._loop(p)
         return t
 
     def _emit(self, kind: str, step: int | None = None, t: float | None = None, **fields: Any) -> None:
@@ -355,6 +411,7 @@ class Recorder:
         if n != len(line):
             os.ftruncate(self._fd, os.fstat(self._fd).st_size - n)
             raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)}: {self.path.name} took {n} of {len(line)} bytes")
+        self._lines += 1
 
     def _warn_order(self, step: int, last: int) -> None:
         if not self._warned_order:
@@ -375,7 +432,7 @@ class Recorder:
             else:
                 resume = 0 if step is None else _step(step) + 1
             self._emit(E.M_CKPT_COMMIT, step, ckpt_step=resume, tier="user")
-            os.fsync(self._fd)  # the log up to a checkpoint survives a machine crash
+            self._fsync()  # the log up to a checkpoint survives a machine crash
         self._pending = time.monotonic() - self._t0
 
     # --- the end ---------------------------------------------------------------------------
@@ -390,7 +447,7 @@ class Recorder:
         t = time.monotonic() - self._t0
         p, self._pending = self._pending, None
         if p is not None and t - p > SPLIT_GAP_S:
-            self._write(self._fmt_loop % p)
+            self._loop(p)
         steps_done = None if self._done is None else self._done + 1
         if completed is None:
             completed = clean and (self.total_steps is None or (steps_done or 0) >= self.total_steps)
@@ -400,11 +457,19 @@ class Recorder:
             reason = "completed" if completed else f"closed after {steps_done or 0} of {self.total_steps or '?'} steps"
         self._emit(E.SUP_END, t=t, completed=bool(completed), clean=clean, reason=reason)
         try:
-            os.fsync(self._fd)
+            self._fsync()
         finally:
             os.close(self._fd)
             self._fd = -1
+            if self._rec_fd >= 0:
+                os.close(self._rec_fd)
+                self._rec_fd = -1
             os.close(self._lock_fd)  # releases the lock
+
+    def _fsync(self) -> None:
+        if self._rec_fd >= 0:
+            os.fsync(self._rec_fd)
+        os.fsync(self._fd)
 
     def __enter__(self) -> Recorder:
         return self
@@ -419,3 +484,4 @@ class Recorder:
     def __repr__(self) -> str:
         state = "closed" if self._fd < 0 else "recording"
         return f"Recorder({str(self.run_dir)!r}, attempt={self.attempt}, rank={self.rank}, {state})"
+

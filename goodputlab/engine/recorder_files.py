@@ -138,3 +138,38 @@ def _repair_tail(fd: int, path: Path) -> dict | None:
 def _attempt_lock_path(log: Path) -> Path:
     """The file a live Recorder holds locked beside its log (``.events.jsonl.lock``)."""
     return log.with_name(f".{log.name}.lock")
+
+
+def count_lines(fd: int) -> int:
+    """The whole lines of the log open at ``fd`` (its tail already repaired)."""
+    n, pos = 0, 0
+    while chunk := os.pread(fd, 1 << 20, pos):
+        n += chunk.count(b"\n")
+        pos += len(chunk)
+    return n
+
+
+def open_step_records(log: Path, prev: dict | None, lines: int, wanted: bool) -> tuple[int, dict | None]:
+    """The step records beside ``log`` opened for an attempt (-1: not written; ``wanted``: write them) and the
+    previous attempt's last event, which may be a record (written after the log's ``lines`` JSON lines). A torn
+    last record is cut off first, with a warning, as a torn line is; a file that is not step records is refused."""
+    from . import step_records as SR
+
+    path = SR.records_path(log)
+    if not wanted and not _lexists(path):
+        return -1, prev
+    fd = open_regular_rw(path, "the step-records file")
+    try:
+        last = SR.repair_tail(fd, path, EventLogWarning)
+    except SR.StepRecordError as e:
+        os.close(fd)
+        raise RecorderError(f"{path}: {e}; move it away to record here") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    if last is not None and last[3] >= lines:
+        prev = SR.as_event(last)
+    if not wanted:
+        os.close(fd)
+        return -1, prev
+    return fd, prev
