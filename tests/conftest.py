@@ -60,6 +60,17 @@ def cli():
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "goodputlab.cli"]
 
 
+# --- the suite's own torch threads -------------------------------------------------------------
+def pytest_runtest_setup(item):
+    """The tests' own process trains and saves tiny models in-process with one torch thread, as the
+    runs' workers do (goodputlab/training/threads.py): a second thread only adds synchronisation, and
+    beside other work its spin-waits make a tiny step tenfold slower. Runs, kernels and benchmarks
+    choose their own (their tests pass ``--threads`` or read the run's choice)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+
+
 # --- which tests measure ------------------------------------------------------------------------
 #: Files whose tests assert what real runs measured (their times, their ledger, their bits): `make test`
 #: runs these in a lane of their own, beside every notebook under papermill (any test that uses
