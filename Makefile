@@ -143,11 +143,12 @@ dashboard: $(WORKSHOP_STAMP)
 figures: $(BOOK_STAMP)
 	$(BIN)/python tools/make_figures.py --out $(FIGURES) $(if $(FULL),--full) book/*.ipynb
 
-# Everything, in two streams side by side (tools/run_tests.py says why and prints each lane's wall
-# and CPU time): the notebooks under papermill, then nbval on the chapters (on the outputs of those
-# executions: tools/nbval_shared.py), then the browser tests (JupyterLab, the dashboard in Voila,
-# the website); beside them, the other tests that measure real runs (marked `measures` in
-# tests/conftest.py), then the rest (pure units, charts, docs, lab checks, layout, bad input).
+# Everything, in three streams side by side (tools/run_tests.py says why and prints each lane's
+# wall and CPU time): the notebooks under papermill, then nbval on the chapters (on the outputs of
+# those executions: tools/nbval_shared.py), then the browser tests of the labs, the dashboard (also
+# in Voila) and the website; the other tests that measure real runs (marked `measures` in
+# tests/conftest.py); the rest (pure units, charts, docs, lab checks, layout, bad input), then the
+# chapters read in JupyterLab.
 # Every lane runs even when one fails; the target fails if any did.
 test: $(TEST_STAMP)
 	$(BIN)/python tools/run_tests.py -- $(PYTEST_ARGS)

@@ -60,11 +60,22 @@ def cli():
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "goodputlab.cli"]
 
 
+# --- the suite's own torch threads -------------------------------------------------------------
+def pytest_runtest_setup(item):
+    """The tests' own process trains and saves tiny models in-process with one torch thread, as the
+    runs' workers do (goodputlab/training/threads.py): a second thread only adds synchronisation, and
+    beside other work its spin-waits make a tiny step tenfold slower. Runs, kernels and benchmarks
+    choose their own (their tests pass ``--threads`` or read the run's choice)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+
+
 # --- which tests measure ------------------------------------------------------------------------
 #: Files whose tests assert what real runs measured (their times, their ledger, their bits): `make test`
-#: starts these first, in one lane beside every notebook under papermill (any test that uses
-#: ``executed_notebook``), and the others (pure units, charts, docs, lab checks, layout, bad input)
-#: after them (tools/run_tests.py). A new file that trains and asserts what it measured belongs here.
+#: runs these in a lane of their own, beside every notebook under papermill (any test that uses
+#: ``executed_notebook``) and the others (pure units, charts, docs, lab checks, layout, bad input)
+#: (tools/run_tests.py). A new file that trains and asserts what it measured belongs here.
 MEASURING_FILES = frozenset({
     "test_auto_interval.py", "test_benchmark_pipeline.py", "test_benchmark_serving.py", "test_benchmark_stall.py",
     "test_cheap_checkpoints.py", "test_cli.py", "test_distributed_runs.py", "test_efficiency_cli.py",
@@ -79,8 +90,8 @@ MEASURING_FILES = frozenset({
 
 def pytest_collection_modifyitems(config, items):
     """Mark ``measures`` (see :data:`MEASURING_FILES`), and ``notebook_runs`` (a notebook executed by
-    papermill): `make test` (tools/run_tests.py) starts the measuring tests first, the notebooks in
-    one lane and the other runs in another."""
+    papermill): `make test` (tools/run_tests.py) runs the notebooks in one lane, the other
+    measuring tests in another, and the rest in a third."""
     for item in items:
         runs_notebooks = "executed_notebook" in getattr(item, "fixturenames", ())
         if runs_notebooks:

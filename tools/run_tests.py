@@ -1,22 +1,24 @@
 """Run the whole test suite in lanes (what ``make test`` and CI run), and say how long each took.
 
-The suite's parts differ in what they need from a 2-core machine. It runs in two streams side by
+The suite's parts differ in what they need from a 2-core machine. It runs in three streams side by
 side, each a row of lanes one after another:
 
 * Stream 1: the notebooks executed by papermill (chapters, labs, solutions: the tests marked
   ``notebook_runs``), then nbval on the chapters (on those executions: below), then the browser
-  tests (JupyterLab, the dashboard in Voila, the website).
+  tests other than the chapters' (every lab and the dashboard in JupyterLab, the dashboard in
+  Voila, the website).
 * Stream 2: the other measuring tests (marked ``measures`` in tests/conftest.py: supervisors,
-  torchrun, the benchmarks' quick modes), then the rest (pure units, charts, docs, lab checks,
-  layout, bad input).
+  torchrun, the benchmarks' quick modes).
+* Stream 3: the rest (pure units, charts, docs, lab checks, layout, bad input), then the chapters
+  read in JupyterLab (each runs again in a kernel there, at SMOKE sizes).
 
-So the measuring tests start together and share the cores with each other: a notebook's runs wait
-on launches, sleeps and emulated storage as much as on the cores. Every assertion in them is a
-ratio measured in one run or a model bound, which holds beside two busy loops as well (README:
-make test is measured both ways), and beside the browser tests, which follow the notebooks while
-the end-to-end runs finish. (Before, the measuring tests ran alone as a first phase and the rest
-waited for both lanes: the second phase could not start its browser tests, the longest lane,
-until the slower measuring lane had ended.)
+Three lanes on two cores keep the cores full: a notebook's runs and the supervisors wait on
+launches, sleeps and emulated storage as much as on the cores, and on a machine shared with other
+work the suite's share of the cores grows with the lanes that are ready to run. Every assertion in
+the measuring tests is a ratio measured in one run or a model bound, which holds beside two busy
+loops (README: make test is measured both ways), and so beside the other lanes. (The measuring
+tests first ran alone as a phase; then in two streams, where the browser tests, the longest lane,
+waited for the notebooks: 20-25 min quiet and 30 beside two busy loops.)
 
 Each chapter is executed once under papermill (SMOKE) in stream 1, and nbval compares the outputs
 of that execution with the committed ones (tools/nbval_shared.py: the executed copies are saved in
@@ -74,6 +76,10 @@ class Lane:
     code: int | None = None
 
 
+#: the chapters' reading in JupyterLab (tests/test_browser.py), apart from the other browser tests
+CHAPTERS_READ = "jupyterlab and book/"
+
+
 def streams(pytest_args: list[str]) -> list[list[Lane]]:
     """The streams, run side by side; each a list of lanes run one after another."""
     py = [sys.executable, "-m", "pytest"]
@@ -81,11 +87,14 @@ def streams(pytest_args: list[str]) -> list[list[Lane]]:
         [
             Lane("measuring: notebooks", py + ["tests", "-m", "measures and notebook_runs", *NOT_BROWSER, *pytest_args]),
             Lane("nbval", py + [*NBVAL_ARGS, *nbval_notebooks(), *pytest_args]),
-            Lane("browser", py + [*BROWSER_TESTS, *pytest_args]),
+            Lane("browser: labs, dashboard, site", py + [*BROWSER_TESTS, "-k", f"not ({CHAPTERS_READ})", *pytest_args]),
         ],
         [
             Lane("measuring: runs", py + ["tests", "-m", "measures and not notebook_runs", *NOT_BROWSER, *pytest_args]),
+        ],
+        [
             Lane("the rest", py + ["tests", "-m", "not measures", *NOT_BROWSER, *pytest_args]),
+            Lane("browser: chapters", py + ["tests/test_browser.py", "-k", CHAPTERS_READ, *pytest_args]),
         ],
     ]
 
