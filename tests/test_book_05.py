@@ -41,7 +41,9 @@ def test_chapter_5_workers_and_prefetch_shrink_the_stall(executed_notebook):
     # four workers overlap the storage's sleeps whatever the load; how much their CPU transforms overlap
     # the step depends on the cores a neighbour leaves (1.8x quiet, below that on a loaded machine)
     assert m["samples_per_s"][2] > 1.3 * m["samples_per_s"][0]
-    assert max(m["samples_per_s"]) < 1.05 * m["ceiling_samples_per_s"]
+    # not asserted: that no pipelined run beats the compute-only ceiling. The ceiling is another run's,
+    # measured a minute earlier, and on a shared machine the load between the two moves it (at load 10
+    # the four-worker run made 210 samples/s against a ceiling of 187): not a bound of one run.
     # with no workers the model has nothing to overlap and must be close
     assert m["model_share"][0] == pytest.approx(serial, abs=0.15)
     assert all(0 < s < 1 for s in m["model_share"])
