@@ -3,7 +3,8 @@
 Needs root (network namespaces); skipped, with the reason, elsewhere. Every test compares what the
 machine holds before and after (``ip netns list``, the links, the processes): nothing a run made may
 outlive it, on success, after a whole-node kill and after SIGTERM. The whole-node kill is bit-exact
-against its failure-free twin.
+against its failure-free twin; a random node failure (``--node-mtbf``) strikes when the failure clock's
+seeded draw says so.
 """
 
 import json
@@ -118,14 +119,29 @@ def test_a_run_leaves_no_namespace_link_or_process(twin_runs):
     assert twin_runs["after"] == twin_runs["before"]
 
 
-def test_sigterm_stops_every_node_and_removes_the_cluster(tmp_path):
+def relaunched_after_a_node_failure(out: Path) -> bool:
+    """Has the supervisor booked a failure, and a rank of the next attempt written its first event?"""
+    try:
+        sup = [json.loads(line) for line in (out / "ranks" / "supervisor.jsonl").read_text().splitlines()]
+        failed = [e["attempt"] for e in sup if e["kind"] == "failure"]
+        ranks = [(out / "ranks" / f"events-rank{r}.jsonl").read_text() for r in (0, 1)]
+    except (OSError, json.JSONDecodeError):  # not written yet, or a line half written
+        return False
+    return bool(failed) and any(f'"attempt":{failed[0] + 1},' in text for text in ranks)
+
+
+def test_a_random_node_failure_then_sigterm_stops_every_node_and_removes_the_cluster(tmp_path):
+    """--node-mtbf 20 with seed 1: the job's clock (MTBF 20 / 2 nodes, from the first step) draws 0.85 s, so a
+    node dies soon after training starts; once the job is relaunched, SIGTERM stops it and the cluster goes."""
+    from goodputlab.recovery.modes import FailureClock
+
     before = machine_state(tmp_path)
     out = tmp_path / "r"
     proc = subprocess.Popen([*GOODPUTLAB, "run", "--emulate-nodes", "2", "--nproc", "1", "--model", "tiny",
-                             "--steps", "100000", "--device", "cpu", "--quiet", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not list((out / "ranks").glob("events-rank*.jsonl")) and time.monotonic() < deadline:
+                             "--steps", "100000", "--device", "cpu", "--seed", "1", "--node-mtbf", "20",
+                             "--quiet", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while not relaunched_after_a_node_failure(out) and time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.2)
     during = machine_state(tmp_path)
@@ -141,7 +157,18 @@ def test_sigterm_stops_every_node_and_removes_the_cluster(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
     assert machine_state(tmp_path) == before
-    assert json.loads((out / "summary.json").read_text())["stop_reason"] == "interrupted by SIGTERM"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stop_reason"] == "interrupted by SIGTERM" and summary["failures"] >= 1
+    # the node failure: drawn on the one failure clock (its first exposure, from the attempt's first step),
+    # struck no earlier than the draw, booked with its node; the relaunch is restart time
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    exposed = next(e for e in events if e["kind"] == "exposed")
+    failure = next(e for e in events if e["kind"] == "failure")
+    draw = FailureClock(1, 20 / 2).expose(0.0)
+    assert exposed["attempt"] == 0 and exposed["clock"] == "train"
+    assert failure["cause"] == "node_mtbf" and failure["node"] in (0, 1)
+    assert draw <= failure["t"] - exposed["t"] < draw + 10
+    assert summary["buckets"]["restart"] > 0
 
 
 def test_leftovers_of_a_dead_run_are_removed_with_their_processes():

@@ -224,6 +224,11 @@ class RunConfig:
         validate.WholeList(validate.Whole(), text="comma-separated step numbers, e.g. 30,80"), "distributed", "STEPS",
         default_text="",
     )
+    node_mtbf: float = setting(
+        0.0, "with --emulate-nodes: each node's mean seconds between whole-node failures (a seeded Poisson process "
+        "on the --failure-clock, the job's MTBF is node-mtbf / nodes); 0: none",
+        validate.Number(0, text="seconds >= 0 (0: no random node failures)"), "distributed", "SECONDS",
+    )
     partition_at_steps: tuple[int, ...] = setting(
         (), "with --emulate-nodes: take one node's link down after these steps for --partition-s seconds",
         validate.WholeList(validate.Whole(), text="comma-separated step numbers, e.g. 30,80"), "distributed", "STEPS",

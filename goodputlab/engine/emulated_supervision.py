@@ -6,7 +6,10 @@ namespace address (node 0's agent hosts its store), the ranks' store and gloo bo
 own address. A whole-node failure (``--kill-node-at-steps``) SIGKILLs every process in one node's
 namespace at once, agent, ranks and loaders; the supervisor then stops the other nodes and
 relaunches all of them as the job's next attempt, as a cluster scheduler requeues a job that lost a
-machine (``GOODPUTLAB_ATTEMPT_BASE`` numbers the attempts on). A partition
+machine (``GOODPUTLAB_ATTEMPT_BASE`` numbers the attempts on). Random whole-node failures
+(``--node-mtbf``, each node's MTBF) are drawn on the process-level failure clock
+(:class:`goodputlab.recovery.modes.FailureClock`, ``--failure-clock``) with the job's MTBF
+``node_mtbf / nodes``; that clock also plans the kills at steps. A partition
 (``--partition-at-steps``) takes one node's link down for ``--partition-s`` seconds; with
 ``--hang-timeout`` the supervisor declares the job hung after that many seconds without a step and
 restarts it, booking the silence as a hang. The job's books are made as a torchrun job's are.
@@ -20,7 +23,8 @@ import time
 import numpy as np
 
 from . import events as E
-from ..recovery.booking import M_PARTITION, M_PARTITION_END, SUP_HANG
+from ..recovery.booking import M_EXPOSED, M_PARTITION, M_PARTITION_END, SUP_HANG
+from ..recovery.modes import FailureClock
 from .launch import WorkerCrashed, WorkerLog, worker_env
 from .supervision import POLL_S
 from .torchrun_supervision import TorchrunSupervision
@@ -41,7 +45,9 @@ class EmulatedNodesSupervision(TorchrunSupervision):
         self.world = config.nproc * self.nodes
         self.cluster = EmulatedCluster(self.nodes)
         self.node_rng = np.random.default_rng([config.seed, 0x4E4F])  # which node a node failure strikes
-        self.pending_node_kills = sorted(config.kill_node_at_steps)
+        # the nodes fail independently, each with MTBF node_mtbf: the job loses a node every node_mtbf / nodes
+        self.node_clock = FailureClock(config.seed, config.node_mtbf / self.nodes, config.kill_node_at_steps,
+                                       clock=config.failure_clock)
         self.pending_partitions = sorted(config.partition_at_steps)
         self.jobs: list = []
         self.logs: list[WorkerLog] = []
@@ -104,6 +110,9 @@ class EmulatedNodesSupervision(TorchrunSupervision):
         self.deadline_rdzv = time.monotonic() + config.rdzv_timeout
         self.attempt_started = self.stepped = False
         self.last_step_t = time.monotonic()
+        started = self.node_clock.launched(self.last_step_t)  # the wall clock runs from the launch
+        if started is not None:
+            self.ev.emit(M_EXPOSED, t=started - self.t0, clock=self.node_clock.clock)
         self.tell(attempt=self.attempt, phase="startup" if self.attempt == 0 else "restart")
 
     def poll_ranks(self) -> list[dict]:
@@ -129,6 +138,8 @@ class EmulatedNodesSupervision(TorchrunSupervision):
             self.restore_partition()
             cause = self.follow_nodes(self.poll_ranks())
             codes = [job.returncode() for job in self.jobs]
+            if cause is None and self.node_clock.due_now(time.monotonic()):
+                cause = "node_mtbf"
             if cause is not None:
                 return cause
             if all(c == 0 for c in codes):
@@ -157,6 +168,8 @@ class EmulatedNodesSupervision(TorchrunSupervision):
             self.attempt_started = True
             if self.stepped:  # every event of a training attempt is a sign of progress (a save, a step's phases)
                 self.last_step_t = time.monotonic()
+            if e["kind"] == E.W_COMPUTE and self.node_clock.trained(self.t0 + e["t"]) is not None:
+                self.ev.emit(M_EXPOSED, t=e["t"], clock=self.node_clock.clock)  # the train clock: the first step
             if e["kind"] in (E.M_FINISH, E.W_EXIT):
                 self.stepped = False  # trained: the agents' own exit may take a while, which is no hang
             elif e["kind"] == E.W_STEP_END:  # the hang watchdog runs from the attempt's first step (not its start-up)
@@ -167,8 +180,9 @@ class EmulatedNodesSupervision(TorchrunSupervision):
                     self.partitions[-1]["next_step_s"] = round(e["t"] - self.partitions[-1]["t_down"], 6)
             if e["kind"] == E.W_STEP_END and e["rank"] == 0:
                 done = e["step"] + 1
-                if self.pending_node_kills and done >= self.pending_node_kills[0] and cause is None:
-                    cause = f"node_kill_at_step {self.pending_node_kills.pop(0)}"
+                due = self.node_clock.due_at_step(done) if cause is None else None
+                if due is not None:
+                    cause = f"node_kill_at_step {due}"
                 if self.pending_partitions and done >= self.pending_partitions[0] and self.partition is None:
                     self.start_partition(self.pending_partitions.pop(0))
                 self.tell(steps_done=done, phase="training")
@@ -207,6 +221,7 @@ class EmulatedNodesSupervision(TorchrunSupervision):
             node = int(self.node_rng.integers(self.nodes))
             self.ev.emit(E.SUP_FAILURE, cause=cause, node=node)
             self.cluster.kill_node(node)  # every process of the node at once: a machine that loses power
+        self.node_clock.cover()  # no node is exposed until the next attempt is launched (or trains)
         self.end_nodes()
         self.restore_partition(force=True)
         self.failures += 1
