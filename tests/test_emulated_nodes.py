@@ -42,7 +42,8 @@ def machine_state(folder: Path) -> tuple[list[str], list[str], set[int]]:
                 cmd = (p / "cmdline").read_bytes()
             except OSError:
                 continue
-            if str(folder).encode() in cmd and (b"torch.distributed.run" in cmd or b"goodputlab.distributed.worker" in cmd):
+            if str(folder).encode() in cmd and (b"torch.distributed.run" in cmd or b"goodputlab.distributed.worker" in cmd
+                                                or b"goodputlab.distributed.warm_agent" in cmd):
                 procs.add(int(p.name))
     return sorted(ours), sorted(links), procs
 
@@ -78,11 +79,11 @@ def run(out: Path, *flags: str) -> dict:
 
 @pytest.fixture(scope="module")
 def twin_runs(tmp_path_factory):
-    """A 2-node run (1 rank each) with a partition after step 2 caught by --hang-timeout and a whole-node
-    kill after step 5, and its failure-free twin."""
+    """A 2-node run (1 rank each, a spare node) with a partition after step 2 caught by --hang-timeout and
+    a whole-node kill after step 5, and its failure-free twin (no spare)."""
     root = tmp_path_factory.mktemp("emulated")
     before = machine_state(root)
-    killed = run(root / "killed", "--emulate-nodes", "2", "--nproc", "1", "--kill-node-at-steps", "5",
+    killed = run(root / "killed", "--emulate-nodes", "2", "--nproc", "1", "--spare-nodes", "1", "--kill-node-at-steps", "5",
                  "--partition-at-steps", "2", "--partition-s", "120", "--hang-timeout", str(HANG_TIMEOUT_S))
     after_kill = machine_state(root)
     twin = run(root / "twin", "--emulate-nodes", "2", "--nproc", "1")
@@ -99,6 +100,12 @@ def test_a_partition_and_a_whole_node_kill_are_booked_and_bit_exact_against_the_
     events = [json.loads(line) for line in (twin_runs["root"] / "killed" / "events.jsonl").read_text().splitlines()]
     failure = [e for e in events if e["kind"] == "failure"]
     assert [e["cause"] for e in failure] == ["hang", "node_kill_at_step 5"] and failure[1]["node"] in (0, 1)
+    # the spare (namespace 2) took the dead node's place; every relaunch was handed to warm agents
+    assert failure[1]["spare"] == 2 and killed["spare_nodes"] == 1
+    assert killed["node_replacements"] == [{"attempt": 1, "node": failure[1]["node"], "spare": 2,
+                                            "position": killed["node_replacements"][0]["position"]}]
+    logs = {p.name for p in (twin_runs["root"] / "killed" / "logs").iterdir()}
+    assert "node2-attempt002.log" in logs and f"node{failure[1]['node']}-attempt002.log" not in logs
     # the node kill's relaunch resumed from the step-4 checkpoint (the hang's may start from scratch: the
     # step-2 save needs the gather the partition cut)
     assert 2 in {e["attempt"] for e in events if e["kind"] == "restored"}

@@ -322,6 +322,9 @@ def _emulated_nodes_settings(config) -> None:
         check(not steps or n >= 2, name, ",".join(map(str, steps)), "only with --emulate-nodes 2 or more")
         for s in steps:
             check(1 <= s < config.steps, name, s, f"steps between 1 and steps-1 ({config.steps - 1})")
+    check(config.spare_nodes == 0 or n >= 2, "spare_nodes", config.spare_nodes, "0 without --emulate-nodes (2 or more)")
+    check(n + config.spare_nodes <= MAX_EMULATED_NODES, "spare_nodes", config.spare_nodes,
+          f"at most {MAX_EMULATED_NODES - n} with --emulate-nodes {n} ({MAX_EMULATED_NODES} namespaces in all)")
     check(config.node_mtbf == 0 or n >= 2, "node_mtbf", config.node_mtbf, "0 without --emulate-nodes (whole-node failures need 2 or more emulated nodes)")
     if n == 0:
         return

@@ -239,6 +239,11 @@ class RunConfig:
         validate.Number(0, launch.MAX_PARTITION_S, low_open=True, text=f"seconds > 0 and <= {launch.MAX_PARTITION_S:.0f}"),
         "distributed", "SECONDS",
     )
+    spare_nodes: int = setting(
+        0, "with --emulate-nodes: spare nodes, each a namespace with a warm torchrun agent; a node that dies is "
+        "replaced by a spare, and every relaunch hands its command to warm agents instead of starting new ones",
+        validate.Whole(0, launch.MAX_EMULATED_NODES, unit="nodes"), "distributed", "M", default_text="0: none",
+    )
     straggler_rank: int | None = setting(
         None, "the rank that straggles (--straggler-prob and --straggler-factor say how)",
         validate.Optional(validate.Whole(0)), "distributed", "RANK",
