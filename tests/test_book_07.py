@@ -33,3 +33,25 @@ def test_chapter_7_failed_and_straggling_ranks(executed_notebook):
 def test_chapter_7_draws_its_charts(executed_notebook):
     nb, _, _ = executed_notebook(CHAPTER)
     assert len(widget_views(nb)) >= 7  # breakdown, save per rank, timeline, MTBF, ranks, straggler, panel
+
+
+def test_chapter_7_shows_a_node_lost_whole_on_an_emulated_cluster(executed_notebook):
+    """Under SMOKE the chapter reads its recording of a real emulated cluster (book/data/emulated_nodes_run.json):
+    a node killed whole, a spare node in its place, the job resumed from a checkpoint before the kill."""
+    _, m, _ = executed_notebook(CHAPTER)
+    facts = m["node_loss"]
+    assert m["node_loss_ran_here"] is False  # SMOKE prefers the recording
+    assert facts["nodes"] == 2 and facts["spares"] == 1 and facts["failures"] == 1
+    assert facts["replaced"] is True and facts["spare"] == 2 and facts["node"] in (0, 1)
+    assert 0 < facts["resumed_at"] <= facts["kill_step"] < facts["steps"]
+    assert 0 < facts["restart_s"] < facts["wall_s"] and facts["back_s"] > 0
+
+
+def test_an_emulated_cluster_recording_is_checked_when_read(tmp_path):
+    from goodputlab.errors import RunFileError
+    from goodputlab.experiments import emulated_nodes as en
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"version": 1, "summary": {}}')
+    with pytest.raises(RunFileError, match="not a version-1 recording of an emulated cluster"):
+        en.load_recording(bad)

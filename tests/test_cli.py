@@ -214,7 +214,8 @@ def test_every_flag_reaches_its_field():
         straggler_rank=1, straggler_prob=0.5, straggler_factor=2.5, rdzv_timeout=30.0, ckpt_jit=True,
     )
     in_job_recovery = RunConfig(nproc=2, fault_tolerance="torchft", ckpt_every=0)
-    emulated = RunConfig(emulate_nodes=4, kill_node_at_steps=(12, 30), partition_at_steps=(20,), partition_s=2.5)
+    emulated = RunConfig(emulate_nodes=4, kill_node_at_steps=(12, 30), node_mtbf=7.5, partition_at_steps=(20,), partition_s=2.5,
+                         spare_nodes=2)
     given = set()
     for wanted in (one_process, job, in_job_recovery, emulated):
         argv = ["run"]

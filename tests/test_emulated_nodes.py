@@ -3,7 +3,8 @@
 Needs root (network namespaces); skipped, with the reason, elsewhere. Every test compares what the
 machine holds before and after (``ip netns list``, the links, the processes): nothing a run made may
 outlive it, on success, after a whole-node kill and after SIGTERM. The whole-node kill is bit-exact
-against its failure-free twin.
+against its failure-free twin; a random node failure (``--node-mtbf``) strikes when the failure clock's
+seeded draw says so.
 """
 
 import json
@@ -41,7 +42,8 @@ def machine_state(folder: Path) -> tuple[list[str], list[str], set[int]]:
                 cmd = (p / "cmdline").read_bytes()
             except OSError:
                 continue
-            if str(folder).encode() in cmd and (b"torch.distributed.run" in cmd or b"goodputlab.distributed.worker" in cmd):
+            if str(folder).encode() in cmd and (b"torch.distributed.run" in cmd or b"goodputlab.distributed.worker" in cmd
+                                                or b"goodputlab.distributed.warm_agent" in cmd):
                 procs.add(int(p.name))
     return sorted(ours), sorted(links), procs
 
@@ -77,11 +79,11 @@ def run(out: Path, *flags: str) -> dict:
 
 @pytest.fixture(scope="module")
 def twin_runs(tmp_path_factory):
-    """A 2-node run (1 rank each) with a partition after step 2 caught by --hang-timeout and a whole-node
-    kill after step 5, and its failure-free twin."""
+    """A 2-node run (1 rank each, a spare node) with a partition after step 2 caught by --hang-timeout and
+    a whole-node kill after step 5, and its failure-free twin (no spare)."""
     root = tmp_path_factory.mktemp("emulated")
     before = machine_state(root)
-    killed = run(root / "killed", "--emulate-nodes", "2", "--nproc", "1", "--kill-node-at-steps", "5",
+    killed = run(root / "killed", "--emulate-nodes", "2", "--nproc", "1", "--spare-nodes", "1", "--kill-node-at-steps", "5",
                  "--partition-at-steps", "2", "--partition-s", "120", "--hang-timeout", str(HANG_TIMEOUT_S))
     after_kill = machine_state(root)
     twin = run(root / "twin", "--emulate-nodes", "2", "--nproc", "1")
@@ -98,6 +100,12 @@ def test_a_partition_and_a_whole_node_kill_are_booked_and_bit_exact_against_the_
     events = [json.loads(line) for line in (twin_runs["root"] / "killed" / "events.jsonl").read_text().splitlines()]
     failure = [e for e in events if e["kind"] == "failure"]
     assert [e["cause"] for e in failure] == ["hang", "node_kill_at_step 5"] and failure[1]["node"] in (0, 1)
+    # the spare (namespace 2) took the dead node's place; every relaunch was handed to warm agents
+    assert failure[1]["spare"] == 2 and killed["spare_nodes"] == 1
+    assert killed["node_replacements"] == [{"attempt": 1, "node": failure[1]["node"], "spare": 2,
+                                            "position": killed["node_replacements"][0]["position"]}]
+    logs = {p.name for p in (twin_runs["root"] / "killed" / "logs").iterdir()}
+    assert "node2-attempt002.log" in logs and f"node{failure[1]['node']}-attempt002.log" not in logs
     # the node kill's relaunch resumed from the step-4 checkpoint (the hang's may start from scratch: the
     # step-2 save needs the gather the partition cut)
     assert 2 in {e["attempt"] for e in events if e["kind"] == "restored"}
@@ -118,14 +126,29 @@ def test_a_run_leaves_no_namespace_link_or_process(twin_runs):
     assert twin_runs["after"] == twin_runs["before"]
 
 
-def test_sigterm_stops_every_node_and_removes_the_cluster(tmp_path):
+def relaunched_after_a_node_failure(out: Path) -> bool:
+    """Has the supervisor booked a failure, and a rank of the next attempt written its first event?"""
+    try:
+        sup = [json.loads(line) for line in (out / "ranks" / "supervisor.jsonl").read_text().splitlines()]
+        failed = [e["attempt"] for e in sup if e["kind"] == "failure"]
+        ranks = [(out / "ranks" / f"events-rank{r}.jsonl").read_text() for r in (0, 1)]
+    except (OSError, json.JSONDecodeError):  # not written yet, or a line half written
+        return False
+    return bool(failed) and any(f'"attempt":{failed[0] + 1},' in text for text in ranks)
+
+
+def test_a_random_node_failure_then_sigterm_stops_every_node_and_removes_the_cluster(tmp_path):
+    """--node-mtbf 20 with seed 1: the job's clock (MTBF 20 / 2 nodes, from the first step) draws 0.85 s, so a
+    node dies soon after training starts; once the job is relaunched, SIGTERM stops it and the cluster goes."""
+    from goodputlab.recovery.modes import FailureClock
+
     before = machine_state(tmp_path)
     out = tmp_path / "r"
     proc = subprocess.Popen([*GOODPUTLAB, "run", "--emulate-nodes", "2", "--nproc", "1", "--model", "tiny",
-                             "--steps", "100000", "--device", "cpu", "--quiet", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not list((out / "ranks").glob("events-rank*.jsonl")) and time.monotonic() < deadline:
+                             "--steps", "100000", "--device", "cpu", "--seed", "1", "--node-mtbf", "20",
+                             "--quiet", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while not relaunched_after_a_node_failure(out) and time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.2)
     during = machine_state(tmp_path)
@@ -141,7 +164,18 @@ def test_sigterm_stops_every_node_and_removes_the_cluster(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
     assert machine_state(tmp_path) == before
-    assert json.loads((out / "summary.json").read_text())["stop_reason"] == "interrupted by SIGTERM"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stop_reason"] == "interrupted by SIGTERM" and summary["failures"] >= 1
+    # the node failure: drawn on the one failure clock (its first exposure, from the attempt's first step),
+    # struck no earlier than the draw, booked with its node; the relaunch is restart time
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    exposed = next(e for e in events if e["kind"] == "exposed")
+    failure = next(e for e in events if e["kind"] == "failure")
+    draw = FailureClock(1, 20 / 2).expose(0.0)
+    assert exposed["attempt"] == 0 and exposed["clock"] == "train"
+    assert failure["cause"] == "node_mtbf" and failure["node"] in (0, 1)
+    assert draw <= failure["t"] - exposed["t"] < draw + 10
+    assert summary["buckets"]["restart"] > 0
 
 
 def test_leftovers_of_a_dead_run_are_removed_with_their_processes():

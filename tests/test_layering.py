@@ -145,6 +145,7 @@ TORCH_MODULES = {
     "goodputlab.distributed.sharded",
     "goodputlab.distributed.worker",
     "goodputlab.distributed.ft_worker",
+    "goodputlab.distributed.warm_agent",  # a torchrun agent started ahead of time: imports torch's launcher
     "goodputlab.experiments.checkpoint_stall",
     "goodputlab.efficiency.sweep",
     "goodputlab.serving.kv",

@@ -15,7 +15,8 @@ charts read a job of many ranks as they read one process:
   the ranks of the killed attempt did after the kill is dropped by the ledger); a ``hang`` (an
   emulated cluster's supervisor saw no step for ``--hang-timeout`` seconds) from the job's last
   step to its ``failure``, the ranks' phases in between dropped; ``teardown`` and ``end`` after
-  the last rank has exited. A failure or a hang is given the job attempt it struck.
+  the last rank has exited. A failure or a hang is given the job attempt it struck; a marker
+  (``exposed``, ``partition``) keeps the attempt the supervisor wrote, which is the job's.
 
 :func:`rank_totals` gives each rank's own seconds per phase, the figures behind "how long
 did the healthy ranks wait for the slowest".
@@ -68,8 +69,9 @@ def job_events(supervisor: Sequence[dict], ranks: Mapping[int, Sequence[dict]]) 
             e["attempt"] = 0
         elif e["kind"] in (E.SUP_FAILURE, E.SUP_HANG):  # a hang: from the job's last step to its verdict
             e["attempt"] = max((a for a, t in starts.items() if t <= e["t"]), default=0)
-        else:  # teardown, end: after the last attempt
+        elif e["kind"] in (E.SUP_TEARDOWN, E.SUP_END):  # after the last attempt
             e["attempt"] = max(last_attempt, e["attempt"])
+        # a marker (exposed, partition) keeps the attempt the supervisor wrote: the job's own numbering
         out.append(e)
     end = [e for e in out if e["kind"] == E.SUP_END]
     killed = {e["attempt"]: e["t"] for e in out if e["kind"] == E.SUP_FAILURE}

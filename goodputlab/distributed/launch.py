@@ -324,6 +324,10 @@ def _emulated_nodes_settings(config) -> None:
         check(not steps or n >= 2, name, ",".join(map(str, steps)), "only with --emulate-nodes 2 or more")
         for s in steps:
             check(1 <= s < config.steps, name, s, f"steps between 1 and steps-1 ({config.steps - 1})")
+    check(config.spare_nodes == 0 or n >= 2, "spare_nodes", config.spare_nodes, "0 without --emulate-nodes (2 or more)")
+    check(n + config.spare_nodes <= MAX_EMULATED_NODES, "spare_nodes", config.spare_nodes,
+          f"at most {MAX_EMULATED_NODES - n} with --emulate-nodes {n} ({MAX_EMULATED_NODES} namespaces in all)")
+    check(config.node_mtbf == 0 or n >= 2, "node_mtbf", config.node_mtbf, "0 without --emulate-nodes (whole-node failures need 2 or more emulated nodes)")
     if n == 0:
         return
     need = "with --emulate-nodes"
@@ -332,7 +336,7 @@ def _emulated_nodes_settings(config) -> None:
           f"not given {need} (the rendezvous is on node 0's namespace address)")
     check(config.node_rank is None, "node_rank", config.node_rank, f"not given {need} (each node gets its own)")
     check(config.fault_tolerance == "none", "fault_tolerance", config.fault_tolerance, f"none {need}")
-    whole_nodes = "its failures are whole nodes and links: --kill-node-at-steps, --partition-at-steps"
+    whole_nodes = "its failures are whole nodes and links: --node-mtbf, --kill-node-at-steps, --partition-at-steps"
     check(config.mtbf == 0, "mtbf", config.mtbf, f"0 {need} ({whole_nodes})")
     check(not config.kill_at_steps, "kill_at_steps", ",".join(map(str, config.kill_at_steps)),
           f"nothing {need} ({whole_nodes})")

@@ -27,6 +27,7 @@ answers at, machines that never join), :meth:`~TorchrunJob.wait` stops everythin
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -75,10 +76,12 @@ class TorchrunJob:
     """A running ``torchrun`` job of ``launch.nproc`` local ranks training the run in ``out``."""
 
     def __init__(self, launch: TorchrunLaunch, out: Path, t0: float, python: str, stdout_fd: int, env: dict[str, str],
-                 wrap=None, listen: dict[str, str] | None = None):
+                 wrap=None, listen: dict[str, str] | None = None, agent: subprocess.Popen | None = None):
         """``wrap``: a function that turns torchrun's command into the one to run (a node's ``ip netns exec``);
         ``listen``: the environment that binds the ranks' sockets, given by a caller that starts torchrun in a
-        network namespace of its own (where every interface is the node's: no exposure warning)."""
+        network namespace of its own (where every interface is the node's: no exposure warning); ``agent``: a
+        warm agent (:mod:`~goodputlab.distributed.warm_agent`, already where it runs, its own session) that is
+        handed torchrun's arguments and environment instead of a new process being started."""
         self.launch = launch
         self.out = out
         (out / RANKS_DIR).mkdir(exist_ok=True)
@@ -92,10 +95,18 @@ class TorchrunJob:
             env = {**env, **listen_env(address)}
         self.rdzv_file = rendezvous_file() if launch.nnodes == 1 else None
         cmd = launch.command(python, WORKER_MODULE, ["--run-dir", str(out), "--t0", repr(t0)], rdzv_file=self.rdzv_file)
-        if wrap is not None:
-            cmd = wrap(cmd)
         self.deadline = time.monotonic() + launch.rdzv_timeout_s  # for the first rank to start
         self.started = False  # has any rank started (the rendezvous is done)?
+        self.host = socket.gethostname()
+        self._tails: dict[int, EventTail] = {}
+        self.processes: dict[tuple[int, int], tuple[int, int]] = {}  # (attempt, rank) -> (pid, start ticks)
+        if agent is not None:  # torchrun's arguments follow "python -m torch.distributed.run"
+            agent.stdin.write((json.dumps({"args": cmd[3:], "env": env}) + "\n").encode())
+            agent.stdin.close()
+            self.proc = agent
+            return
+        if wrap is not None:
+            cmd = wrap(cmd)
         # its own session: one killpg reaches the agent (the ranks have sessions of their own)
         try:
             self.proc = subprocess.Popen(
@@ -104,9 +115,6 @@ class TorchrunJob:
         except BaseException:
             self._remove_rdzv_file()
             raise
-        self.host = socket.gethostname()
-        self._tails: dict[int, EventTail] = {}
-        self.processes: dict[tuple[int, int], tuple[int, int]] = {}  # (attempt, rank) -> (pid, start ticks)
 
     def _remove_rdzv_file(self) -> None:
         if self.rdzv_file is not None:

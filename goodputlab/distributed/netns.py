@@ -92,10 +92,11 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _kill_namespace_processes(ns: str) -> None:
-    """SIGKILL every process in namespace ``ns``, until none is left (a dying agent may have just forked)."""
+def _kill_namespace_processes(ns: str, keep: frozenset[int] = frozenset()) -> None:
+    """SIGKILL every process in namespace ``ns`` but those in ``keep``, until none is left (a dying agent
+    may have just forked)."""
     for _ in range(50):
-        pids = [int(p) for p in _ip("netns", "pids", ns, check=False).stdout.split() if p.isdigit()]
+        pids = [int(p) for p in _ip("netns", "pids", ns, check=False).stdout.split() if p.isdigit() and int(p) not in keep]
         if not pids:
             return
         for pid in pids:
@@ -222,10 +223,10 @@ class EmulatedCluster:
         """Take node ``node``'s link to the bridge down (a partition) or bring it back up."""
         _ip("link", "set", self.host_link(node), "up" if up else "down")
 
-    def kill_all(self) -> None:
-        """SIGKILL every process in every namespace of the cluster."""
+    def kill_all(self, keep: frozenset[int] = frozenset()) -> None:
+        """SIGKILL every process in every namespace of the cluster but those in ``keep`` (warm agents)."""
         for ns in self.made_ns:
-            _kill_namespace_processes(ns)
+            _kill_namespace_processes(ns, keep)
 
     def teardown(self) -> None:
         """Remove every process, namespace, veth and the bridge this cluster made; safe to call again."""

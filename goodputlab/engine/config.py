@@ -224,6 +224,11 @@ class RunConfig:
         validate.WholeList(validate.Whole(), text="comma-separated step numbers, e.g. 30,80"), "distributed", "STEPS",
         default_text="",
     )
+    node_mtbf: float = setting(
+        0.0, "with --emulate-nodes: each node's mean seconds between whole-node failures (a seeded Poisson process "
+        "on the --failure-clock, the job's MTBF is node-mtbf / nodes); 0: none",
+        validate.Number(0, text="seconds >= 0 (0: no random node failures)"), "distributed", "SECONDS",
+    )
     partition_at_steps: tuple[int, ...] = setting(
         (), "with --emulate-nodes: take one node's link down after these steps for --partition-s seconds",
         validate.WholeList(validate.Whole(), text="comma-separated step numbers, e.g. 30,80"), "distributed", "STEPS",
@@ -233,6 +238,11 @@ class RunConfig:
         5.0, "seconds a partition keeps the node's link down",
         validate.Number(0, launch.MAX_PARTITION_S, low_open=True, text=f"seconds > 0 and <= {launch.MAX_PARTITION_S:.0f}"),
         "distributed", "SECONDS",
+    )
+    spare_nodes: int = setting(
+        0, "with --emulate-nodes: spare nodes, each a namespace with a warm torchrun agent; a node that dies is "
+        "replaced by a spare, and every relaunch hands its command to warm agents instead of starting new ones",
+        validate.Whole(0, launch.MAX_EMULATED_NODES, unit="nodes"), "distributed", "M", default_text="0: none",
     )
     straggler_rank: int | None = setting(
         None, "the rank that straggles (--straggler-prob and --straggler-factor say how)",

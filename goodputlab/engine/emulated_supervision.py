@@ -6,21 +6,33 @@ namespace address (node 0's agent hosts its store), the ranks' store and gloo bo
 own address. A whole-node failure (``--kill-node-at-steps``) SIGKILLs every process in one node's
 namespace at once, agent, ranks and loaders; the supervisor then stops the other nodes and
 relaunches all of them as the job's next attempt, as a cluster scheduler requeues a job that lost a
-machine (``GOODPUTLAB_ATTEMPT_BASE`` numbers the attempts on). A partition
+machine (``GOODPUTLAB_ATTEMPT_BASE`` numbers the attempts on). Random whole-node failures
+(``--node-mtbf``, each node's MTBF) are drawn on the process-level failure clock
+(:class:`goodputlab.recovery.modes.FailureClock`, ``--failure-clock``) with the job's MTBF
+``node_mtbf / nodes``; that clock also plans the kills at steps. A partition
 (``--partition-at-steps``) takes one node's link down for ``--partition-s`` seconds; with
 ``--hang-timeout`` the supervisor declares the job hung after that many seconds without a step and
 restarts it, booking the silence as a hang. The job's books are made as a torchrun job's are.
+
+Spare nodes (``--spare-nodes M``): M more namespaces, and in every namespace a warm agent
+(:mod:`goodputlab.distributed.warm_agent`) waits for the next attempt, so a relaunch starts no agent.
+A node that dies takes its warm agent with it; a spare, whose agent is warm, takes its place in the
+job (its address, its rendezvous role when it was node 0's), and the dead node, repaired, becomes a
+spare. Without spares every relaunch starts its agents cold, in the same namespaces.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 
 import numpy as np
 
 from . import events as E
-from ..recovery.booking import M_PARTITION, M_PARTITION_END, SUP_HANG
+from ..recovery.booking import M_EXPOSED, M_PARTITION, M_PARTITION_END, SUP_HANG
+from ..recovery.modes import FailureClock
+from ..recovery.standby import to_normal_priority
 from .launch import WorkerCrashed, WorkerLog, worker_env
 from .supervision import POLL_S
 from .torchrun_supervision import TorchrunSupervision
@@ -39,9 +51,15 @@ class EmulatedNodesSupervision(TorchrunSupervision):
         super().__init__(config, run_dir, progress, resume, python, announce)
         self.nodes = config.emulate_nodes
         self.world = config.nproc * self.nodes
-        self.cluster = EmulatedCluster(self.nodes)
+        self.cluster = EmulatedCluster(self.nodes + config.spare_nodes)
+        self.roster = list(range(self.nodes))  # the namespace of each of the job's node positions
+        self.spare_pool = list(range(self.nodes, self.nodes + config.spare_nodes))
+        self.warm: dict[int, tuple[subprocess.Popen, WorkerLog]] = {}  # namespace -> its waiting warm agent
+        self.replacements: list[dict] = []
         self.node_rng = np.random.default_rng([config.seed, 0x4E4F])  # which node a node failure strikes
-        self.pending_node_kills = sorted(config.kill_node_at_steps)
+        # the nodes fail independently, each with MTBF node_mtbf: the job loses a node every node_mtbf / nodes
+        self.node_clock = FailureClock(config.seed, config.node_mtbf / self.nodes, config.kill_node_at_steps,
+                                       clock=config.failure_clock)
         self.pending_partitions = sorted(config.partition_at_steps)
         self.jobs: list = []
         self.logs: list[WorkerLog] = []
@@ -67,7 +85,8 @@ class EmulatedNodesSupervision(TorchrunSupervision):
             raise
         finally:
             self.end_nodes()
-            self.cluster.teardown()
+            self.cluster.teardown()  # the warm agents too
+            self.reap_warm()
         summary = self.finish()
         self.tell(steps_done=summary["steps_completed"], phase="done" if self.completed else "stopped")
         return summary
@@ -85,26 +104,55 @@ class EmulatedNodesSupervision(TorchrunSupervision):
         self.ev.emit(E.SUP_SPAWN)
         env = {**worker_env(config), ATTEMPT_BASE_ENV: str(self.attempt)}
         self.jobs = []
-        for node in range(self.nodes):
+        for position, node in enumerate(self.roster):
             launch = TorchrunLaunch(
-                nproc=config.nproc, nnodes=self.nodes, rdzv_endpoint=f"{cluster.address(0)}:{RDZV_PORT}",
+                nproc=config.nproc, nnodes=self.nodes, rdzv_endpoint=f"{cluster.address(self.roster[0])}:{RDZV_PORT}",
                 rdzv_id=f"goodputlab-{os.getpid()}-{self.attempt}", max_restarts=0, rdzv_timeout_s=config.rdzv_timeout,
                 log_dir=str(self.out / "logs" / "torchrun" / f"node{node}-attempt{self.attempt:03d}"),
-                bind_host=cluster.address(node), rdzv_is_host=node == 0,
+                bind_host=cluster.address(node), rdzv_is_host=position == 0,
             )
-            log = WorkerLog(self.out / "logs" / f"node{node}-attempt{self.attempt:03d}.log")
-            self.logs.append(log)
+            name = self.out / "logs" / f"node{node}-attempt{self.attempt:03d}.log"
             listen = {BIND_ENV: cluster.address(node), "GLOO_SOCKET_IFNAME": NODE_IFNAME,
                       "NCCL_SOCKET_IFNAME": "=" + NODE_IFNAME}
+            agent, log = self.warm.pop(node, (None, None))
+            if agent is not None and agent.poll() is None:  # a warm agent: handed the command, nothing to start
+                to_normal_priority(agent.pid)  # it may still be importing at idle priority: finish at full speed
+                log.rename(name)
+                self.jobs.append(TorchrunJob(launch, self.out, self.t0, self.python, -1, env, listen=listen, agent=agent))
+                continue
+            log = WorkerLog(name)
+            self.logs.append(log)
             try:
                 self.jobs.append(TorchrunJob(launch, self.out, self.t0, self.python, log.write_fd, env,
                                              wrap=lambda cmd, n=node: cluster.wrap(n, cmd), listen=listen))
             finally:
                 log.start()
+        if config.spare_nodes:
+            self.warm_up()
         self.deadline_rdzv = time.monotonic() + config.rdzv_timeout
         self.attempt_started = self.stepped = False
         self.last_step_t = time.monotonic()
+        started = self.node_clock.launched(self.last_step_t)  # the wall clock runs from the launch
+        if started is not None:
+            self.ev.emit(M_EXPOSED, t=started - self.t0, clock=self.node_clock.clock)
         self.tell(attempt=self.attempt, phase="startup" if self.attempt == 0 else "restart")
+
+    def warm_up(self) -> None:
+        """A warm agent (at idle priority, beside the job) in every namespace, job's and spare, that lacks one."""
+        from ..distributed import warm_agent
+
+        for node in self.roster + self.spare_pool:
+            if node in self.warm:
+                continue
+            log = WorkerLog(self.out / "logs" / f"node{node}-warm-{self.attempt:03d}.log")
+            self.logs.append(log)
+            try:
+                cmd = [self.python, "-m", warm_agent.__name__, "--for", str(self.out)]
+                proc = subprocess.Popen(self.cluster.wrap(node, cmd), stdin=subprocess.PIPE, stdout=log.write_fd,
+                                        stderr=subprocess.STDOUT, env=worker_env(self.config), start_new_session=True)
+            finally:
+                log.start()
+            self.warm[node] = (proc, log)
 
     def poll_ranks(self) -> list[dict]:
         """The ranks' new events (their logs are files on the machine's one filesystem, shared by the nodes)."""
@@ -129,6 +177,8 @@ class EmulatedNodesSupervision(TorchrunSupervision):
             self.restore_partition()
             cause = self.follow_nodes(self.poll_ranks())
             codes = [job.returncode() for job in self.jobs]
+            if cause is None and self.node_clock.due_now(time.monotonic()):
+                cause = "node_mtbf"
             if cause is not None:
                 return cause
             if all(c == 0 for c in codes):
@@ -157,6 +207,8 @@ class EmulatedNodesSupervision(TorchrunSupervision):
             self.attempt_started = True
             if self.stepped:  # every event of a training attempt is a sign of progress (a save, a step's phases)
                 self.last_step_t = time.monotonic()
+            if e["kind"] == E.W_COMPUTE and self.node_clock.trained(self.t0 + e["t"]) is not None:
+                self.ev.emit(M_EXPOSED, t=e["t"], clock=self.node_clock.clock)  # the train clock: the first step
             if e["kind"] in (E.M_FINISH, E.W_EXIT):
                 self.stepped = False  # trained: the agents' own exit may take a while, which is no hang
             elif e["kind"] == E.W_STEP_END:  # the hang watchdog runs from the attempt's first step (not its start-up)
@@ -167,8 +219,9 @@ class EmulatedNodesSupervision(TorchrunSupervision):
                     self.partitions[-1]["next_step_s"] = round(e["t"] - self.partitions[-1]["t_down"], 6)
             if e["kind"] == E.W_STEP_END and e["rank"] == 0:
                 done = e["step"] + 1
-                if self.pending_node_kills and done >= self.pending_node_kills[0] and cause is None:
-                    cause = f"node_kill_at_step {self.pending_node_kills.pop(0)}"
+                due = self.node_clock.due_at_step(done) if cause is None else None
+                if due is not None:
+                    cause = f"node_kill_at_step {due}"
                 if self.pending_partitions and done >= self.pending_partitions[0] and self.partition is None:
                     self.start_partition(self.pending_partitions.pop(0))
                 self.tell(steps_done=done, phase="training")
@@ -204,9 +257,19 @@ class EmulatedNodesSupervision(TorchrunSupervision):
             if self.partitioned == self.attempt and "detected_s" not in self.partitions[-1]:
                 self.partitions[-1]["detected_s"] = round(time.monotonic() - self.t0 - self.partitions[-1]["t_down"], 6)
         else:
-            node = int(self.node_rng.integers(self.nodes))
-            self.ev.emit(E.SUP_FAILURE, cause=cause, node=node)
+            position = int(self.node_rng.integers(self.nodes))
+            node = self.roster[position]
+            spare = self.spare_pool.pop(0) if self.spare_pool else None
+            self.ev.emit(E.SUP_FAILURE, cause=cause, node=node, spare=spare)
             self.cluster.kill_node(node)  # every process of the node at once: a machine that loses power
+            dead = self.warm.pop(node, None)  # its warm agent died with it
+            if dead is not None:
+                dead[0].wait()
+            if spare is not None:  # the spare takes the dead node's place; the dead one, repaired, waits as a spare
+                self.roster[position] = spare
+                self.spare_pool.append(node)
+                self.replacements.append({"attempt": self.attempt, "node": node, "spare": spare, "position": position})
+        self.node_clock.cover()  # no node is exposed until the next attempt is launched (or trains)
         self.end_nodes()
         self.restore_partition(force=True)
         self.failures += 1
@@ -220,18 +283,28 @@ class EmulatedNodesSupervision(TorchrunSupervision):
         return True
 
     def end_nodes(self) -> None:
-        """SIGKILL every process in every node's namespace and reap the agents."""
-        self.cluster.kill_all()
+        """SIGKILL every process of the job in every namespace (not the warm agents) and reap the agents."""
+        self.cluster.kill_all(keep=frozenset(proc.pid for proc, _ in self.warm.values()))
         for job in self.jobs:
             job.proc.wait()
             job._remove_rdzv_file()
+        waiting = [log for _, log in self.warm.values()]
         for log in self.logs:
+            if not any(log is w for w in waiting):
+                log.drain()
+
+    def reap_warm(self) -> None:
+        """The warm agents, killed with their namespaces at the teardown, reaped; their logs drained."""
+        for proc, log in self.warm.values():
+            proc.wait()
             log.drain()
+        self.warm = {}
 
     def stop(self, exc: BaseException) -> None:
         """The run stops early: no process, namespace or link left, and a summary that says why."""
         self.end_nodes()
         self.cluster.teardown()
+        self.reap_warm()
         self.job = None
         super().stop(exc)
 
@@ -246,6 +319,9 @@ class EmulatedNodesSupervision(TorchrunSupervision):
         """The nodes, and each partition: its node, step, link down/up times (s on the run's clock), the time
         from link down to the job's next step (``next_step_s``) or to the hang's verdict (``detected_s``)."""
         extras = {"launcher": "torchrun (emulated nodes)", "emulated_nodes": self.nodes}
+        if self.config.spare_nodes:
+            extras["spare_nodes"] = self.config.spare_nodes
+            extras["node_replacements"] = self.replacements
         if self.partitions:
             extras["partitions"] = self.partitions
         return extras

@@ -17,6 +17,8 @@ what they measured, and puts a model of :mod:`goodputlab.theory` beside them:
 - :mod:`~goodputlab.experiments.scaling`: the same work on one and on several ranks, a
   straggler's cost and a sharded save's per rank against the models, the simulator on a
   run's measured costs (chapter 7);
+- :mod:`~goodputlab.experiments.emulated_nodes`: a cluster of emulated nodes (network namespaces)
+  that loses a node whole, a spare node in its place, and a recording of it (chapter 7);
 - :mod:`~goodputlab.experiments.in_job`: the same kills restarted from a checkpoint and
   recovered in-job by torchft, and a compact recording of the pair (chapter 11).
 
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import importlib
 
-_MODULES = ("checkpoint_stall", "data_stall", "in_job", "interval_sweep", "recovery", "scaling", "strategy_compare")
+_MODULES = ("checkpoint_stall", "data_stall", "emulated_nodes", "in_job", "interval_sweep", "recovery", "scaling", "strategy_compare")
 
 
 def __getattr__(name: str):

@@ -129,6 +129,12 @@ def leave_idle_priority() -> None:
         _to_normal(pid)
 
 
+def to_normal_priority(pid: int) -> None:
+    """Process ``pid``'s threads back to normal scheduling, from outside (needs the right to: root, say):
+    a warm agent handed its job while still importing at idle priority must not finish the import there."""
+    _to_normal(pid)
+
+
 def _to_normal(pid: int) -> None:
     try:
         tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
