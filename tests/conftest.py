@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -58,6 +59,31 @@ def cli():
     """The ``goodputlab`` command as a user runs it (the installed entry point when there is one)."""
     exe = Path(sys.executable).parent / "goodputlab"
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "goodputlab.cli"]
+
+
+# --- a browser for the website's tests ------------------------------------------------------------
+#: Debian's Chromium (`.ci/run` installs it)
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """A headless Chromium (playwright) for a module's tests of static pages. Without one the test
+    is skipped, unless ``GOODPUTLAB_REQUIRE_BROWSER=1`` (CI), where a missing browser is a failure."""
+    if CHROMIUM is None:
+        if os.environ.get("GOODPUTLAB_REQUIRE_BROWSER") == "1":
+            pytest.fail("GOODPUTLAB_REQUIRE_BROWSER=1 but no chromium on PATH")
+        pytest.skip("no chromium on PATH (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"],
+        )
+        yield b
+        b.close()
 
 
 # --- the suite's own torch threads -------------------------------------------------------------

@@ -16,7 +16,6 @@ import http.server
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -33,7 +32,6 @@ import launch_links  # noqa: E402
 
 pytestmark = pytest.mark.notebooks
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 # every chapter and lab page (the site picks them up by glob; so does this list)
 PAGES = [p.relative_to(ROOT).with_suffix("").as_posix() for p in launch_links.notebooks()]
@@ -95,21 +93,8 @@ def served(site):
 
 
 @pytest.fixture(scope="module")
-def browser():
-    if CHROMIUM is None:
-        if os.environ.get("GOODPUTLAB_REQUIRE_BROWSER") == "1":
-            pytest.fail("GOODPUTLAB_REQUIRE_BROWSER=1 but no chromium on PATH")
-        pytest.skip("no chromium on PATH (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"],
-        )
-        yield b
-        b.close()
+def browser(chromium):
+    return chromium
 
 
 class Visit:

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
-import shutil
 
 import pytest
 
@@ -22,7 +20,6 @@ from goodputlab.errors import ConfigError
 from goodputlab.theory import claim as model
 
 REL = 1e-9
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 # hand-picked: the chapter's example, every kind of verdict (for the saves levers: a storage below the
 # published range, no storage at all, a plausible one), the inputs' ends
@@ -52,21 +49,12 @@ REFUSED = [("memory", 0.9, 0.9, 8192, 70.0), ("memory", 0.95, 0.85, 8192, 70.0),
 
 
 @pytest.fixture(scope="module")
-def claim_js():
-    """A Chromium page with claim.js loaded (one browser for the module's tests)."""
-    if CHROMIUM is None:
-        if os.environ.get("GOODPUTLAB_REQUIRE_BROWSER") == "1":
-            pytest.fail("GOODPUTLAB_REQUIRE_BROWSER=1 but no chromium on PATH")
-        pytest.skip("no chromium on PATH (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu",
-                                                                    "--disable-background-networking"])
-        page = browser.new_page()
-        page.add_script_tag(content=(site_claim.STATIC / "claim.js").read_text())
-        yield page
-        browser.close()
+def claim_js(chromium):
+    """A Chromium page with claim.js loaded (one page for the module's tests)."""
+    page = chromium.new_page()
+    page.add_script_tag(content=(site_claim.STATIC / "claim.js").read_text())
+    yield page
+    page.close()
 
 
 def _close(page: float, python: float, what: str) -> None:
