@@ -16,10 +16,12 @@ def test_report_scale_runs_a_small_recording_end_to_end():
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     out = r.stdout
-    for row in ("read (floor)", "json.loads loop", "report --json", "line reader alone"):
+    for row in ("read (floor)", "json.loads loop", "report --json", "report, JSON lines", "reader, records",
+                "reader, JSON lines"):
         assert row in out
     assert "failures 1" in out and "buckets sum to the wall time: True" in out
-    assert "update after    100 new events" in out and "compact binary records" in out  # the first size
+    assert "the report of the step records is the report of the JSON lines: True" in out
+    assert "update after    100 new events" in out  # the first size
 
 
 def test_the_google_comparison_installs_nothing_and_explains_every_difference():
