@@ -16,9 +16,12 @@ Vega's expression language evaluates as they are written, in a bundle that every
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Mapping
+
+import numpy as np
 
 from .. import theory
 from ..theory import data_stall
@@ -29,8 +32,8 @@ from .site_claim import CLAIM
 from .site_claim import write_page as write_claim_page
 from .site_recorded import write_page as write_recorded_page
 from .site_pages import (  # noqa: F401  (the pages' API, re-exported: conf.py and the tests use it from here)
-    BUNDLE, PAGES_DIR, STATIC, STATIC_DIR, Calculator, Refs, Signal, Slider, chapter_banner, page_path, vega_bundle,
-    write_pages,
+    BUNDLE, PAGES_DIR, STATIC, STATIC_DIR, Calculator, Extra, Refs, Signal, Slider, chapter_banner, page_path,
+    vega_bundle, write_pages,
 )
 
 
@@ -240,14 +243,51 @@ def _memory_gb(r: Refs) -> str:
     return f"{vf.pipeline_memory_bytes(batch_bytes, r['workers'], r['prefetch'])} / 1e9"
 
 
+#: the notebook's depth calculator (widgets.pipeline.DepthCalculator): its deepest prefetch, its reads
+DEPTH_MAX_PREFETCH, DEPTH_STEPS, DEPTH_SEED = 32, 2000, 0
+
+
+@functools.lru_cache(maxsize=256)
+def _depth_advice(target_pct: float, load_s: float, transform_s: float, workers: int, step_s: float,
+                  jitter: float) -> data_stall.DepthAdvice:
+    return data_stall.depth_for_share(target_pct / 100, load_s, transform_s, workers, step_s, jitter=jitter,
+                                      max_prefetch=DEPTH_MAX_PREFETCH, steps=DEPTH_STEPS, seed=DEPTH_SEED)
+
+
+def _depth(v: Mapping[str, float]) -> data_stall.DepthAdvice:
+    return _depth_advice(v["target_pct"], v["load_s"], v["transform_s"], int(v["workers"]), v["step_s"], v["jitter"])
+
+
+def _depth_draws() -> dict:
+    """The standard normal draws behind the emulated storage's reads (``read_latency_s``), for depth.js."""
+    draws = [float(np.random.default_rng([DEPTH_SEED, step, 0x10]).standard_normal()) for step in range(DEPTH_STEPS)]
+    return {"draws": draws, "max_prefetch": DEPTH_MAX_PREFETCH}
+
+
+DEPTH = Extra(
+    script="depth.js",
+    model="DepthModel",
+    inputs=("target_pct", "load_s", "transform_s", "workers", "step_s", "jitter"),
+    outputs=(
+        Signal("prefetch_needed", lambda r: "", lambda v: float(_depth(v).prefetch) if _depth(v).feasible else math.nan,
+               "prefetch per worker for the target, jittery reads (simulated)", "count"),
+        Signal("jitter_share", lambda r: "", lambda v: _depth(v).predicted_share,
+               "its data-wait share (or the deepest's, when none is enough)", "share"),
+    ),
+    data=_depth_draws,
+    none=f"none up to {DEPTH_MAX_PREFETCH}: add workers",
+)
+
 PIPELINE = Calculator(
     slug="pipeline_depth",
     title="How deep must my pipeline be?",
     chapter="book/05_input_pipeline",
     intro=("Supply first: the workers must deliver batches at least as fast as the step consumes them "
            "(supply above 1; 1.2x leaves room for jitter), or the loop waits on every step whatever the depth. "
-           "Then every batch in flight (workers x prefetch) is held in host memory. Defaults: the chapter's "
-           "example (a 250 ms step, 400 ms reads, 300 ms of transform, 4 workers, batches of 38.5 MB)."),
+           "Then jitter: reads that vary need batches in flight to ride out the slow ones, and the page finds the "
+           "prefetch that keeps the data wait under your target. Every batch in flight (workers x prefetch) is held "
+           "in host memory. Defaults: the chapter's example (a 250 ms step, 400 ms reads with a jitter of 1, 300 ms "
+           "of transform, 4 workers, batches of 38.5 MB, a 2% target)."),
     sliders=(
         Slider("step_ms", "step time S (ms)", 10.0, 2000.0, 250.0),
         Slider("latency_ms", "storage latency L (ms)", 1.0, 5000.0, 400.0, zero=True),
@@ -255,6 +295,8 @@ PIPELINE = Calculator(
         Slider("workers", "workers W", 1, 64, 4, scale="linear"),
         Slider("prefetch", "prefetch per worker p", 1, 32, 2, scale="linear"),
         Slider("batch_mb", "batch size (MB)", 0.1, 1000.0, 38.5),
+        Slider("jitter", "latency jitter (CV)", 0.0, 3.0, 1.0, scale="linear", step=0.1),
+        Slider("target_pct", "target data wait (%)", 0.5, 20.0, 2.0, scale="linear", step=0.5),
     ),
     signals=(
         Signal("step_s", lambda r: f"{r['step_ms']} / 1000", lambda v: v["step_ms"] / 1000),
@@ -280,9 +322,11 @@ PIPELINE = Calculator(
     ),
     chart=_pipeline_chart,
     note=("The steady state without jitter, from <code>goodputlab.theory.data_stall</code>'s closed forms, "
-          "evaluated by Vega in this page (a test holds them to the Python package to 1e-9). How much prefetch "
-          "rides out <em>jittery</em> reads is the chapter's simulation (2,000 seeded reads replayed through the "
-          "DataLoader's rules, <code>depth_for_share</code>): it needs the notebook's kernel, in JupyterLab or on Binder."),
+          "evaluated by Vega in this page. How much prefetch rides out <em>jittery</em> reads is the chapter's "
+          "simulation (<code>depth_for_share</code>: the same 2,000 seeded reads replayed through the DataLoader's "
+          "rules, for prefetch 1 to 32), run in this page by <code>depth.js</code>. Tests hold both to the Python "
+          "package to 1e-9. The notebook adds real runs of the pipeline to set these against."),
+    extra=DEPTH,
 )
 
 CALCULATORS = (CLUSTER, INTERVAL, PIPELINE, CAPSTONE)

@@ -60,6 +60,22 @@ class Signal:
 
 
 @dataclass(frozen=True)
+class Extra:
+    """Outputs a page script computes rather than Vega: a simulation, whose loops Vega's expressions
+    cannot hold. ``script`` (in ``site_static``) defines ``window[model].outputs(values, data)``, which
+    returns ``{name: value}`` from the signals named in ``inputs`` and ``data()`` (JSON the build writes
+    into the page). Each output is shown like a signal; its ``model`` computes it in Python (for the
+    tests; its ``expr`` is unused), ``none`` is what the page shows when it is NaN (no answer)."""
+
+    script: str
+    model: str
+    inputs: tuple[str, ...]
+    outputs: tuple[Signal, ...]
+    data: Callable[[], dict]
+    none: str = "not computed"
+
+
+@dataclass(frozen=True)
 class Calculator:
     slug: str
     title: str
@@ -69,6 +85,7 @@ class Calculator:
     signals: tuple[Signal, ...]  # in dependency order
     chart: Callable[[], dict]  # a Vega-Lite spec whose expressions use the signals by name
     note: str = ""  # HTML
+    extra: Extra | None = None  # outputs a page script computes (a simulation)
 
     def vega_lite(self) -> dict:
         """The page's whole Vega-Lite spec: the sliders and signals as parameters, and the chart."""
@@ -95,6 +112,21 @@ class Calculator:
         for s in self.signals:
             values[s.name] = s.model(values)
         return values
+
+
+def outputs(calc) -> tuple[Signal, ...]:
+    """What ``calc``'s page shows: its labelled signals, then its page script's outputs (:class:`Extra`).
+    ``calc``: a :class:`Calculator`, or anything with its ``signals`` (the capstone)."""
+    extra = getattr(calc, "extra", None)
+    return (*(s for s in calc.signals if s.label), *(extra.outputs if extra else ()))
+
+
+def shown(calc, inputs: Mapping[str, float]) -> dict[str, float]:
+    """Every output ``calc``'s page shows, from the slider values, by the Python models."""
+    values = calc.model(inputs)
+    extra = getattr(calc, "extra", None)
+    scripted = {s.name for s in extra.outputs} if extra else set()
+    return {s.name: (s.model(values) if s.name in scripted else values[s.name]) for s in outputs(calc)}
 
 
 # --- the pages ------------------------------------------------------------------------------------
@@ -141,8 +173,16 @@ def _page(calc: Calculator, chapter_title: str) -> str:
     config = {
         "spec": calc.spec(),
         "sliders": [s.__dict__ for s in calc.sliders],
-        "outputs": [{"name": s.name, "label": s.label, "kind": s.kind} for s in calc.signals if s.label],
+        "outputs": [{"name": s.name, "label": s.label, "kind": s.kind} for s in outputs(calc)],
     }
+    scripts = (BUNDLE, "calculator.js")
+    if getattr(calc, "extra", None) is not None:
+        extra = calc.extra
+        config["extra"] = {"model": extra.model, "inputs": list(extra.inputs), "data": extra.data()}
+        for o in config["outputs"]:
+            if any(o["name"] == e.name for e in extra.outputs):
+                o["none"] = extra.none
+        scripts = (BUNDLE, extra.script, "calculator.js")
     chapter = f"../{calc.chapter}.html"
     body = f"""<p>{calc.intro}</p>
 <form id="controls" onsubmit="return false"></form>
@@ -150,7 +190,7 @@ def _page(calc: Calculator, chapter_title: str) -> str:
 <div id="chart"></div>
 <p class="note">{calc.note} Runs in your browser: no server, no kernel, nothing downloaded.
 Back to <a href="{chapter}">{html.escape(chapter_title)}</a>.</p>"""
-    return html_page(calc.title, (BUNDLE, "calculator.js"), "calculator-config", config, calc.chapter, chapter_title, body)
+    return html_page(calc.title, scripts, "calculator-config", config, calc.chapter, chapter_title, body)
 
 
 def vega_bundle(cache: str | Path | None = None) -> str:
@@ -183,7 +223,8 @@ def write_pages(site: str | Path, calculators, chapter_titles: Mapping[str, str]
     static = site / STATIC_DIR
     static.mkdir(parents=True, exist_ok=True)
     (static / BUNDLE).write_text(vega_bundle(cache))
-    for name in ("calculator.js", "calculator.css"):
+    extras = {calc.extra.script for calc in calculators if getattr(calc, "extra", None) is not None}
+    for name in ("calculator.js", "calculator.css", *sorted(extras)):
         (static / name).write_text((STATIC / name).read_text())
     written = []
     for calc in calculators:

@@ -72,11 +72,16 @@ async function main() {
   const result = await vegaEmbed("#chart", config.spec, { actions: false, renderer: "svg" });
   const view = result.view;
   const show = () => {
+    // outputs a page script computes from the signals (a simulation: Vega's expressions have no loops)
+    const extra = config.extra
+      ? window[config.extra.model].outputs(Object.fromEntries(config.extra.inputs.map((n) => [n, view.signal(n)])),
+                                           config.extra.data)
+      : {};
     for (const o of config.outputs) {
-      const v = view.signal(o.name);
+      const v = o.name in extra ? extra[o.name] : view.signal(o.name);
       rows[o.name].dataset.value = String(v);
-      // NaN: the model refuses the setting (the capstone: a job MTBF under 5 minutes)
-      rows[o.name].textContent = Number.isFinite(v) ? FORMATS[o.kind](v) : "not computed";
+      // NaN: the model refuses the setting (the capstone: a job MTBF under 5 minutes), or has no answer
+      rows[o.name].textContent = Number.isFinite(v) ? FORMATS[o.kind](v) : (o.none || "not computed");
     }
     document.body.dataset.ready = String(Number(document.body.dataset.ready || 0) + 1);
   };
