@@ -111,7 +111,14 @@ def test_a_two_replica_run_with_kills_heals_closes_its_ledger_listens_on_loopbac
             s["replicas"][r][C.DEGRADED], abs=0.01)
     bars = [row for row in chart_rows(gl.load_run(out).timeline_chart()) if "category" in row]
     assert {row["strip"] for row in bars} == set(strips)
-    assert sum(row["seconds"] for row in bars if row["category"] == C.DEGRADED) == pytest.approx(2 * s["buckets"][C.DEGRADED], abs=0.01)
+    # the chart merges segments narrower than half a pixel into the one before them (charts/runs.py), so a
+    # degraded stretch may absorb the healed replica's first tiny steps: its bars hold at least the books'
+    # degraded time, less the tiny degraded segments it could have merged away
+    min_s = s["wall_s"] / 680 / 2
+    lost = sum(seg.duration for seg in ledger.segments if seg.category == C.DEGRADED and seg.duration < min_s)
+    drawn = sum(row["seconds"] for row in bars if row["category"] == C.DEGRADED)
+    assert drawn >= 2 * s["buckets"][C.DEGRADED] - lost - 0.01, (drawn, s["buckets"][C.DEGRADED])
+    assert {row["strip"] for row in bars if row["category"] == C.DEGRADED} >= {k for k, b in strips.items() if b[C.DEGRADED] > min_s}
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm-after-a-hot-spare-took-over", "ctrl-c"])
