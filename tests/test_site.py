@@ -260,7 +260,7 @@ def test_calculators_follow_their_sliders(width, served, browser):
         _assert_model(calc, sliders, shown)
         # the page script's own inputs first (chapter 5's jitter and target), at the default setting, where
         # they matter: once the other sliders have moved, the supply can be so ample that no jitter shows
-        scripted = set(getattr(calc, "extra", None).inputs) if getattr(calc, "extra", None) else set()
+        scripted = set(calc.extra.inputs) if calc.extra else set()
         for slider in sorted(calc.sliders, key=lambda s: s.name not in scripted):
             ready = int(v.page.evaluate("() => Number(document.body.dataset.ready)"))
             if slider.options:  # a list of choices (the capstone's strategy): pick another

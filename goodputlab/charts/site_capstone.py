@@ -402,6 +402,7 @@ class CapstoneCalculator:
             "measured ratios beside the cluster's, which need a kernel.")
     sliders = SLIDERS
     signals = OUTPUTS
+    extra = None  # every output is a row of its Vega dataset: no page script (site_pages.Extra)
 
     def spec(self) -> dict:
         return vega_spec()

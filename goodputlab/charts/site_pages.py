@@ -116,16 +116,14 @@ class Calculator:
 
 def outputs(calc) -> tuple[Signal, ...]:
     """What ``calc``'s page shows: its labelled signals, then its page script's outputs (:class:`Extra`).
-    ``calc``: a :class:`Calculator`, or anything with its ``signals`` (the capstone)."""
-    extra = getattr(calc, "extra", None)
-    return (*(s for s in calc.signals if s.label), *(extra.outputs if extra else ()))
+    ``calc``: a :class:`Calculator`, or anything with its ``signals`` and ``extra`` (the capstone)."""
+    return (*(s for s in calc.signals if s.label), *(calc.extra.outputs if calc.extra else ()))
 
 
 def shown(calc, inputs: Mapping[str, float]) -> dict[str, float]:
     """Every output ``calc``'s page shows, from the slider values, by the Python models."""
     values = calc.model(inputs)
-    extra = getattr(calc, "extra", None)
-    scripted = {s.name for s in extra.outputs} if extra else set()
+    scripted = {s.name for s in calc.extra.outputs} if calc.extra else set()
     return {s.name: (s.model(values) if s.name in scripted else values[s.name]) for s in outputs(calc)}
 
 
@@ -176,7 +174,7 @@ def _page(calc: Calculator, chapter_title: str) -> str:
         "outputs": [{"name": s.name, "label": s.label, "kind": s.kind} for s in outputs(calc)],
     }
     scripts = (BUNDLE, "calculator.js")
-    if getattr(calc, "extra", None) is not None:
+    if calc.extra is not None:
         extra = calc.extra
         config["extra"] = {"model": extra.model, "inputs": list(extra.inputs), "data": extra.data()}
         for o in config["outputs"]:
@@ -223,7 +221,7 @@ def write_pages(site: str | Path, calculators, chapter_titles: Mapping[str, str]
     static = site / STATIC_DIR
     static.mkdir(parents=True, exist_ok=True)
     (static / BUNDLE).write_text(vega_bundle(cache))
-    extras = {calc.extra.script for calc in calculators if getattr(calc, "extra", None) is not None}
+    extras = {calc.extra.script for calc in calculators if calc.extra is not None}
     for name in ("calculator.js", "calculator.css", *sorted(extras)):
         (static / name).write_text((STATIC / name).read_text())
     written = []
