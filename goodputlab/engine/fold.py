@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable
 from .. import categories as C
 from ..recovery import booking
 from . import events as E
-from .logread import StepRun
+from .logread import _NO_FIELDS, StepRun
 from .steps import INF, StepSet, Survival
 
 _SUPERVISOR_KINDS = frozenset(
@@ -257,36 +257,28 @@ class LedgerFold:
 
     def feed_run(self, run: StepRun) -> None:
         """Consecutive steps of one attempt, booked at once: the first step as three events, the rest as
-        sums of their columns (the same seconds in the same buckets as one event at a time). A run that
-        is not plain (steps not consecutive, times out of order, an attempt already killed, a second
-        pass's cuts, phases being visited) goes one event at a time."""
-        import numpy as np
-
-        n = len(run.steps)
-        a, steps, t1, t2, t3 = run.attempt, run.steps, run.t_wait, run.t_compute, run.t_end
+        sums of their columns (:meth:`StepRun.stat`: the same seconds in the same buckets as one event at a
+        time). A run that is not plain (steps not consecutive, times out of order, an attempt already killed,
+        a second pass's cuts, phases being visited) goes one event at a time."""
+        plain, wait, other, done, s0, t1, t2, t3, s_end, t_end = run.stat()
+        a = run.attempt
         A = self.attempts.get(a)
-        plain = (
-            n > 1 and self.visit is None and not self.marks and self.straggle_t is None
-            and not (self.killed and a in self.killed) and t1[0] >= self.last_t
-            and (A is None or not A.pending)
-            and bool(np.all(np.diff(steps) == 1)) and bool(np.all(t2 >= t1)) and bool(np.all(t3 >= t2))
-            and bool(np.all(t1[1:] >= t3[:-1]))
-        )  # fmt: skip
-        if not plain:
+        if not (plain and self.visit is None and not self.marks and self.straggle_t is None
+                and not (self.killed and a in self.killed) and t1 >= self.last_t and (A is None or not A.pending)):
             self.feed(run.events())
             return
-        self.feed(run.events(0, 1))  # closes the phase before, starts the slot, the chunk, the attempt's ranges
+        losses = run.losses
+        # closes the phase before, starts the slot, the chunk, the attempt's ranges
+        self.feed([(t1, a, s0, E.W_DATA_WAIT, _NO_FIELDS), (t2, a, s0, E.W_COMPUTE, _NO_FIELDS),
+                   (t3, a, s0, E.W_STEP_END, {"loss": StepRun.loss(losses[0])})])  # fmt: skip
         A = self.attempts[a]
-        s0, s_end = int(steps[1]), int(steps[-1])
+        s0 += 1
         if A.starts and s0 < A.starts[-1]:  # the steps would fall in an earlier chunk: one at a time
             self.feed(run.events(1))
             return
-        wait = t2[1:] - t1[1:]
-        compute = t3[1:] - t2[1:]
-        other = t1[1:] - t3[:-1]
-        self.buckets[C.DATA_WAIT] += float(wait[wait > 0].sum())
-        self.buckets[C.OTHER] += float(other[other > 0].sum())
-        done = float(compute[compute > 0].sum())
+        buckets = self.buckets
+        buckets[C.DATA_WAIT] += wait
+        buckets[C.OTHER] += other
         self.compute_s += done
         if self.slot is not None and self.slot_s:
             self._flush(self.slot, self.slot_s, self.slot_done)
@@ -294,16 +286,17 @@ class LedgerFold:
         A.done.add_range(s0, s_end)
         i = A.chunk(s0)
         A.sums[i] += done
-        loss = StepRun.loss(run.losses[-1])
+        loss = StepRun.loss(losses[-1])
         if A.top[i] is None or s_end >= A.top[i]:
             A.top[i], A.top_loss[i] = s_end, loss
         if self.max_done is None or s_end > self.max_done:
             self.max_done = s_end
-        last = (float(t3[-1]), a, s_end, E.W_STEP_END, {"loss": loss})
+        last = (t_end, a, s_end, E.W_STEP_END, {"loss": loss})
         self.slot, self.slot_s, self.slot_done = (a, s_end), 0.0, True
         self.phase, self.phase_cat = last, _CAT_LATER[E.W_STEP_END]
-        self.last_t, self.last_event = last[0], last
-        self.max_attempt = max(self.max_attempt, a)
+        self.last_t, self.last_event = t_end, last
+        if a > self.max_attempt:
+            self.max_attempt = a
 
     def _flush(self, slot: tuple[int, int], seconds: float, done: bool) -> None:
         """An execution's compute seconds, once another execution begins."""
@@ -384,10 +377,7 @@ class LedgerFold:
         )
         productive, partial, best = 0.0, False, None
         for a, A in self.attempts.items():
-            starts = A.starts
-            for i, lo in enumerate(starts):
-                hi = starts[i + 1] if i + 1 < len(starts) else INF
-                whole = survival.range_survives(a, lo, hi)
+            for i, whole in enumerate(survival.chunks_survive(a, A.starts)):
                 if whole is None:
                     partial = True
                 elif whole:

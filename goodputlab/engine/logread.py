@@ -27,6 +27,7 @@ import math
 import os
 import re
 import warnings
+from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -35,11 +36,12 @@ from .step_records import (
     CHUNK_RECORDS,
     RECORD_BYTES,
     StepRecordError,
+    by_lines,
     check,
     check_header,
-    decode,
     dtype,
     records_path,
+    run_stats,
     whole_size,
 )
 
@@ -161,8 +163,8 @@ _WHOLE = rb"0|[1-9][0-9]{0,17}"
 _LOSS = rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+(?:[eE][-+]?[0-9]+)?|[eE][-+]?[0-9]+)|null"
 _LINE = re.compile(
     rb'(?:\{"t":(' + _T + rb'),"attempt":(' + _WHOLE + rb'),"step":(' + _WHOLE + rb'|null),"kind":"([a-z_]{1,40})"'
-    rb'(?:\}|,"loss":(' + _LOSS + rb')\})|([^\n]*))\n'
-)
+    rb'(?:\}|,"loss":(' + _LOSS + rb')\}|,"ckpt_step":(' + _WHOLE + rb'),"tier":"([a-z_]{1,40})"\})|([^\n]*))\n'
+)  # a checkpoint's commit: its ckpt_step and tier (every kind needing a field needs only ckpt_step)
 _NO_FIELDS: dict = {}  # shared by every event without fields: never written to
 # A step as the recorder writes it, three lines, read as one match: its batch, its compute, its end.
 # The backreferences make the three lines one attempt's one step.
@@ -180,13 +182,23 @@ class StepRun:
 
     ``t_wait``, ``t_compute``, ``t_end``: the three times of each step (numpy arrays, seconds);
     ``steps``: the step numbers (numpy); ``losses``: each step's loss as written (the bytes of a JSON
-    line, or a step record's float or None)."""
+    line, or a step record's float or None); ``stats``: what the fold books of it (:func:`run_stats`'s
+    tuple), set by the reader of step records for many runs at once, else computed when first asked."""
 
-    __slots__ = ("attempt", "steps", "t_wait", "t_compute", "t_end", "losses")
+    __slots__ = ("attempt", "steps", "t_wait", "t_compute", "t_end", "losses", "stats")
 
     def __init__(self, attempt, steps, t_wait, t_compute, t_end, losses):
         self.attempt, self.steps, self.losses = attempt, steps, losses
         self.t_wait, self.t_compute, self.t_end = t_wait, t_compute, t_end
+        self.stats: tuple | None = None
+
+    def stat(self) -> tuple:
+        """:func:`~goodputlab.engine.step_records.run_stats` of this run alone."""
+        if self.stats is None:
+            import numpy as np
+
+            self.stats = run_stats(self.steps, self.t_wait, self.t_compute, self.t_end, np.zeros(1, np.intp))[0]
+        return self.stats
 
     def __len__(self) -> int:
         return 3 * len(self.steps)
@@ -257,7 +269,8 @@ class LogReader:
         self.offset, self.lineno = offset, lineno
         self.fd = open_log(path) if fd is None else fd
         self.rec_path = records_path(self.path)
-        self.rec_fd, self.rec_offset, self._rec_lines, self._rec_buf = -1, 0, 0, None
+        self.rec_fd, self.rec_offset, self._rec_read, self._rec_lines = -1, 0, 0, 0
+        self._rec_items: deque = deque()  # (lines, item) of the records read but not yet given out
         self._open_records()
 
     def _open_records(self) -> bool:
@@ -286,18 +299,24 @@ class LogReader:
         for start, items in self._chunks(stop_at_partial):
             for item in items:
                 yield from self._records(start, runs)  # the records written before this item's first line
-                if self._rec_before(start + len(item)):
+                if self._rec_upto(start + len(item) - 1):
+                    group: list[tuple] = []  # lines with no record between them go together
                     for i, ev in enumerate(item if isinstance(item, list) else item.events()):
-                        yield from self._records(start + i, runs)
-                        yield [ev]
+                        if i and self._rec_upto(start + i):
+                            yield group
+                            yield from self._records(start + i, runs)
+                            group = []
+                        group.append(ev)
+                    yield group
                 else:
                     yield item if runs or not isinstance(item, StepRun) else item.events()
                 start += len(item)
         # the records after the last whole line (a live log's wait for the line before them)
         yield from self._records(self.lineno if stop_at_partial else None, runs)
-        buf, self._rec_buf = self._rec_buf, None  # read again from rec_offset next time
-        if buf is not None and len(buf):
-            self._rec_lines = int(buf["lines"][0])
+        if self._rec_items:  # read again from rec_offset next time
+            self._rec_lines = self._rec_items[0][0]
+            self._rec_items.clear()
+        self._rec_read = self.rec_offset
         size = os.fstat(self.rec_fd).st_size
         if not stop_at_partial and size > max(self.rec_offset, 0) and (size - max(self.rec_offset, RECORD_BYTES)) % RECORD_BYTES:
             warnings.warn(f"{self.rec_path}: a record cut short at the end (a process killed while writing it); ignored",
@@ -331,57 +350,46 @@ class LogReader:
                 stacklevel=4,
             )
 
-    def _rec_before(self, lines: int) -> bool:
-        """Is a record not read yet written before line ``lines`` (0-based) existed?"""
-        buf = self._rec_buf
-        if buf is None or not len(buf):
-            buf = self._rec_buf = self._read_records()
-        return buf is not None and len(buf) > 0 and int(self._rec_buf_lines[0]) < lines
+    def _rec_upto(self, lines: int) -> bool:
+        """Is a record not given out yet written when the log held at most ``lines`` lines?"""
+        items = self._rec_items
+        return bool(items or self._read_records()) and items[0][0] <= lines
 
     def _records(self, limit: int | None, runs: bool) -> Iterator[list[tuple] | StepRun]:
-        """The items of the records not read yet that were written when the log held at most ``limit``
+        """The items of the records not given out yet that were written when the log held at most ``limit``
         lines (None: all of them)."""
-        import numpy as np
-
-        while True:
-            buf = self._rec_buf
-            if buf is None or not len(buf):
-                buf = self._rec_buf = self._read_records()
-                if buf is None:
-                    return
-            lines = self._rec_buf_lines  # contiguous: a binary search, not a copy of a strided field
-            k = len(buf) if limit is None else int(np.searchsorted(lines, limit, side="right"))
-            if not k:
+        items = self._rec_items
+        while items or self._read_records():
+            lines, item = items[0]
+            if limit is not None and lines > limit:
                 return
-            part, self._rec_buf, self._rec_buf_lines = buf[:k], buf[k:], lines[k:]
-            self.rec_offset += k * RECORD_BYTES
-            for item in decode(part, StepRun, _NO_FIELDS):
-                yield item if runs or not isinstance(item, StepRun) else item.events()
-            if k < len(buf):
-                return
+            items.popleft()
+            self.rec_offset += len(item) * RECORD_BYTES  # a record per event
+            yield item if runs or not isinstance(item, StepRun) else item.events()
 
-    def _read_records(self):
-        """The next records after those buffered (a numpy array), or None at the end of the whole ones."""
+    def _read_records(self) -> bool:
+        """Read the next records (:data:`CHUNK_RECORDS` at most) into items; False at the end of the whole ones."""
         import numpy as np
 
         size = os.fstat(self.rec_fd).st_size
         try:
-            if self.rec_offset == 0:
+            if self._rec_read == 0:
                 if size < RECORD_BYTES:
-                    return None
+                    return False
                 check_header(os.pread(self.rec_fd, RECORD_BYTES, 0))
-                self.rec_offset = RECORD_BYTES
-            pos = self.rec_offset + (0 if self._rec_buf is None else len(self._rec_buf) * RECORD_BYTES)
+                self.rec_offset = self._rec_read = RECORD_BYTES
+            pos = self._rec_read
             n = min((whole_size(size) - pos) // RECORD_BYTES, CHUNK_RECORDS)
             if n <= 0:
-                return None
+                return False
             arr = np.frombuffer(os.pread(self.rec_fd, n * RECORD_BYTES, pos), dtype())
             check(arr, (pos - RECORD_BYTES) // RECORD_BYTES, self._rec_lines)
         except StepRecordError as e:
             raise EventLogError(f"{self.rec_path}{', ' if str(e).startswith('record ') else ': '}{e}") from None
-        self._rec_buf_lines = np.ascontiguousarray(arr["lines"])
-        self._rec_lines = int(self._rec_buf_lines[-1])
-        return arr
+        self._rec_read += n * RECORD_BYTES
+        self._rec_lines = int(arr["lines"][-1])
+        self._rec_items.extend(by_lines(arr, StepRun, _NO_FIELDS))
+        return True
 
     def _parse_runs(self, data: bytes, end: int) -> list[list[tuple] | StepRun]:
         """The lines of ``data[:end]``: steps in :class:`StepRun` columns, every other line a tuple."""
@@ -432,7 +440,7 @@ class LogReader:
 
     def _line(self, groups: tuple, data: bytes, end: int) -> tuple:
         """One line as the fold's tuple: read by the grammar when it can be, else by ``json.loads``."""
-        t, a, s, k, loss, other = groups
+        t, a, s, k, loss, ckpt, tier, other = groups
         if t:
             entry = _KINDS.get(k) or _kind_of(k, _KINDS)
             if s == b"null":
@@ -441,6 +449,10 @@ class LogReader:
                 s = None
             else:
                 s = int(s)
+            if ckpt:
+                e = {"t": float(t), "attempt": int(a), "step": s, "kind": entry[0], "ckpt_step": int(ckpt),
+                     "tier": tier.decode("ascii")}  # fmt: skip
+                return (e["t"], e["attempt"], s, e["kind"], e)
             if not entry[1]:
                 self._slow(data, end, 0)
             fields = ({"loss": None if loss == b"null" else float(loss)}) if loss else _NO_FIELDS

@@ -140,61 +140,6 @@ def check(arr, first: int, last_lines: int) -> None:
     raise StepRecordError(f"record {first + i + 1}: {why}")
 
 
-def decode(arr, make_run: Callable, no_fields: dict) -> list:
-    """Records (in write order) as the fold's items: consecutive steps (``data_wait``, ``compute``,
-    ``step_end`` of one attempt and step) as ``make_run(attempt, steps, t_wait, t_compute, t_end, losses)``,
-    every other record a tuple ``(t, attempt, step, kind, fields)``."""
-    import numpy as np
-
-    n = len(arr)
-    if not n:
-        return []
-    kind, att, step = arr["kind"], arr["attempt"], arr["step"]
-    if n % 3 == 0 and n >= 3 and np.array_equal(kind, _triples(n)) and (att == att[0]).all() \
-            and np.array_equal(step[0::3], step[1::3]) and np.array_equal(step[1::3], step[2::3]):
-        return [_run(arr, make_run)]  # the common case: whole steps of one attempt
-    starts = np.zeros(0, np.int64)
-    if n >= 3:
-        lead = (kind[:-2] == DATA_WAIT) & (kind[1:-1] == COMPUTE) & (kind[2:] == STEP_END) \
-            & (att[:-2] == att[1:-1]) & (att[1:-1] == att[2:]) & (step[:-2] == step[1:-1]) & (step[1:-1] == step[2:])
-        starts = np.flatnonzero(lead)  # never overlap: a start is a data_wait, the two after it are not
-    items: list = []
-    bounds: list[int] = []
-    if len(starts):
-        cut = np.flatnonzero((np.diff(starts) != 3) | (att[starts[1:]] != att[starts[:-1]])) + 1
-        bounds = [0, *cut.tolist(), len(starts)]
-    pos = 0
-    first = starts.tolist()
-    for g0, g1 in zip(bounds, bounds[1:]):
-        a, b = first[g0], first[g1 - 1] + 3
-        if a > pos:
-            items.append(_singles(arr[pos:a], no_fields))
-        items.append(_run(arr[a:b], make_run))
-        pos = b
-    if pos < n:
-        items.append(_singles(arr[pos:], no_fields))
-    return items
-
-
-def _triples(n: int):
-    """The kinds of ``n // 3`` whole steps: data_wait, compute, step_end, ... (cached)."""
-    import numpy as np
-
-    global _TRIPLES
-    if len(_TRIPLES) < n:
-        _TRIPLES = np.tile(np.array([DATA_WAIT, COMPUTE, STEP_END], "<u2"), max(n, 3 * CHUNK_RECORDS) // 3 + 1)
-    return _TRIPLES[:n]
-
-
-_TRIPLES: Any = ()
-
-
-def _run(part, make_run: Callable):
-    """Records of whole steps of one attempt (data_wait, compute, step_end each) as one run."""
-    return make_run(int(part["attempt"][0]), part["step"][0::3], part["t"][0::3], part["t"][1::3], part["t"][2::3],
-                    Losses(part["loss"][2::3], part["flags"][2::3]))
-
-
 class Losses:
     """The losses of a run of ``step_end`` records, read one at a time only when asked: ``[i]`` is a float
     or None (no loss), a slice a list of them."""
@@ -218,8 +163,89 @@ class Losses:
 
 
 def _singles(arr, no_fields: dict) -> list[tuple]:
-    out = []
-    for t, s, loss, _, a, k, f in arr.tolist():
+    """Records as ``(lines, [event tuples])`` items, one per value of ``lines``."""
+    out: list[tuple] = []
+    group: list[tuple] = []
+    at = None
+    for t, s, loss, lines, a, k, f in arr.tolist():
+        if lines != at:
+            group = []
+            out.append((lines, group))
+            at = lines
         fields = ({"loss": loss if f & HAS_LOSS else None}) if k == STEP_END else no_fields
-        out.append((t, a, None if s < 0 else s, KIND_NAMES[k], fields))
+        group.append((t, a, None if s < 0 else s, KIND_NAMES[k], fields))
+    return out
+
+
+def run_stats(steps, t_wait, t_compute, t_end, starts) -> list[tuple]:
+    """What the fold books of each run of steps, all runs at once: run ``j`` is steps ``starts[j]`` up to
+    the next start (numpy columns; ``starts`` ascending, the first 0). Per run a tuple ``(plain, wait,
+    other, compute, step, t_wait, t_compute, t_end, last_step, last_t_end)``: ``plain`` when it has two
+    steps or more, consecutive, each phase's times in order; then the seconds of its steps after the
+    first (positive parts: data wait, the gap from a step's end to the next one's wait, compute), its
+    first step and its times, its last step and that step's end. A run's sums do not depend on the
+    runs beside it (``np.add.reduceat`` sums each run's slice alone), so a run of JSON lines and the
+    same run of records book the same seconds to the last bit."""
+    import numpy as np
+
+    n, k = len(steps), len(starts)
+    wait, compute = t_compute - t_wait, t_end - t_compute
+    other = np.zeros(n)
+    np.subtract(t_wait[1:], t_end[:-1], out=other[1:])
+    bad = (wait < 0) | (compute < 0)
+    pair = np.zeros(n, bool)
+    pair[1:] = (np.diff(steps) != 1) | (other[1:] < 0)
+    pair[starts] = False  # the step before a run's first is another run's
+    bad |= pair
+    ends = np.empty(k, np.intp)
+    ends[:-1], ends[-1] = starts[1:], n
+    plain = (np.logical_or.reduceat(bad, starts) == 0) & (ends - starts > 1)
+    at = np.empty(2 * k - 1, np.intp)  # [s0 + 1, s1, s1 + 1, s2, ...]: even sums are the runs' after their first
+    at[0::2], at[1::2] = np.minimum(starts + 1, n - 1), starts[1:]
+    sums = [np.add.reduceat(np.where(x > 0, x, 0.0), at)[0::2].tolist() for x in (wait, other, compute)]
+    last = ends - 1
+    return list(zip(plain.tolist(), *sums, steps[starts].tolist(), t_wait[starts].tolist(),
+                    t_compute[starts].tolist(), t_end[starts].tolist(), steps[last].tolist(), t_end[last].tolist()))  # fmt: skip
+
+
+def by_lines(arr, make_run: Callable, no_fields: dict) -> list[tuple]:
+    """Records (in write order) as items ``(lines, item)``, each item's records all written when the log
+    held ``lines`` JSON lines (a JSON line goes between two items, never inside one): consecutive whole
+    steps (``data_wait``, ``compute``, ``step_end`` of one attempt and step) as ``make_run(attempt, steps,
+    t_wait, t_compute, t_end, losses)`` with its :func:`run_stats` (computed for all the runs at once)
+    set as ``.stats``; every other record a tuple ``(t, attempt, step, kind, fields)`` in a list."""
+    import numpy as np
+
+    n = len(arr)
+    if not n:
+        return []
+    kind, att, step, lines, t = arr["kind"], arr["attempt"], arr["step"], arr["lines"], arr["t"]
+    starts = np.zeros(0, np.intp)
+    if n >= 3:
+        lead = (kind[:-2] == DATA_WAIT) & (kind[1:-1] == COMPUTE) & (kind[2:] == STEP_END) \
+            & (att[:-2] == att[1:-1]) & (att[1:-1] == att[2:]) & (step[:-2] == step[1:-1]) & (step[1:-1] == step[2:]) \
+            & (lines[:-2] == lines[2:])
+        starts = np.flatnonzero(lead)  # never overlap: a start is a data_wait, the two after it are not
+    out: list[tuple] = []
+    pos = 0
+    if len(starts):
+        cut = np.flatnonzero((np.diff(starts) != 3) | (att[starts[1:]] != att[starts[:-1]])
+                             | (lines[starts[1:]] != lines[starts[:-1]])) + 1  # fmt: skip
+        runs = np.empty(len(cut) + 1, np.intp)  # where each run begins among the steps
+        runs[0], runs[1:] = 0, cut
+        steps, t1, t2, t3 = step[starts], t[starts], t[starts + 1], t[starts + 2]
+        loss, flags = arr["loss"][starts + 2], arr["flags"][starts + 2]
+        stats = run_stats(steps, t1, t2, t3, runs)
+        bounds = [*runs.tolist(), len(starts)]
+        first = starts[runs].tolist()
+        for j, (a, at) in enumerate(zip(att[starts[runs]].tolist(), lines[starts[runs]].tolist())):
+            if first[j] > pos:
+                out.extend(_singles(arr[pos:first[j]], no_fields))
+            i, e = bounds[j], bounds[j + 1]
+            run = make_run(a, steps[i:e], t1[i:e], t2[i:e], t3[i:e], Losses(loss[i:e], flags[i:e]))
+            run.stats = stats[j]
+            out.append((at, run))
+            pos = first[j] + 3 * (e - i)
+    if pos < n:
+        out.extend(_singles(arr[pos:], no_fields))
     return out

@@ -116,6 +116,17 @@ class StepSet:
                 out.his.append(b)
         return out
 
+    def below(self, xs: Iterable[float]) -> list[int]:
+        """For each ``x`` of ``xs`` (ascending; infinite allowed), the number of steps of the set below it."""
+        out, los, his = [], self.los, self.his
+        i, before = 0, 0  # ranges wholly below x, and their steps
+        for x in xs:
+            while i < len(los) and his[i] < x:
+                before += his[i] - los[i] + 1
+                i += 1
+            out.append(before + (int(x - los[i]) if i < len(los) and los[i] < x else 0))
+        return out
+
     def bounds(self) -> Iterator[int]:
         """Where membership changes: each range's first step and the step after its last."""
         for lo, hi in self:
@@ -169,6 +180,21 @@ class Survival:
         mine = len(done.clipped(lo, hi))
         kept = len(self.surviving(attempt, lo, hi))
         return True if kept == mine else False if kept == 0 else None
+
+    def chunks_survive(self, attempt: int, starts: list[int]) -> list[bool | None]:
+        """:meth:`range_survives` of each chunk ``[starts[i], starts[i + 1])`` (the last to infinity), with
+        ``starts`` ascending: one walk over the ranges for all of them."""
+        done = self.done.get(attempt)
+        if done is None:
+            return [False] * len(starts)
+        edges = [*starts, INF]
+        mine = done.below(edges)
+        kept = self.surviving(attempt).below(edges)
+        out: list[bool | None] = []
+        for i in range(len(starts)):
+            m, k = mine[i + 1] - mine[i], kept[i + 1] - kept[i]
+            out.append(True if k == m else False if k == 0 else None)
+        return out
 
     def bounds(self, attempt: int) -> list[int]:
         """The steps at which survival can change within ``attempt``: the edges of the later
