@@ -25,7 +25,8 @@ orbax's checkpoint logger writes. Then:
    difference of definition (the two count the same second in different places) or an
    error (a second counted twice, or in the wrong place), with the amount computed from the
    job's own timeline;
-2. both timed on ``--sizes`` steps, each in a fresh process: wall time and peak RSS, as ratios.
+2. both timed on ``--sizes`` steps, each in a fresh process: wall time, CPU time (the process's own,
+   which a machine shared with other work inflates less than the wall time) and peak RSS, as ratios.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import datetime as dt
 import json
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -398,19 +400,19 @@ logger = MemoryLogger("timed")
 write_google(job, logger)
 del job
 before = hwm_mb()
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 result = google_ledger(logger, sys.argv[3])
-wall = time.perf_counter() - t
-print(json.dumps({"wall": wall, "peak_mb": hwm_mb(), "before_mb": before, "goodput": result["goodput_pct"] / 100}))
+wall, cpu = time.perf_counter() - t, time.process_time() - c
+print(json.dumps({"wall": wall, "cpu": cpu, "peak_mb": hwm_mb(), "before_mb": before, "goodput": result["goodput_pct"] / 100}))
 """
 OURS_TIMED = HWM + r"""
 import json, sys, time
 from goodputlab.engine.recording import Recording
 before = hwm_mb()
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 summary = Recording(sys.argv[2]).summary()
-wall = time.perf_counter() - t
-print(json.dumps({"wall": wall, "peak_mb": hwm_mb(), "before_mb": before, "goodput": summary["goodput"]}))
+wall, cpu = time.perf_counter() - t, time.process_time() - c
+print(json.dumps({"wall": wall, "cpu": cpu, "peak_mb": hwm_mb(), "before_mb": before, "goodput": summary["goodput"]}))
 """
 CLI_TIMED = HWM + r"""
 import sys, time, io, contextlib
@@ -422,14 +424,19 @@ print(f'{{"rc": {rc}, "peak_mb": {hwm_mb()}}}')
 
 
 def fresh(code: str, *args: str) -> dict:
+    """Run ``code`` in a fresh interpreter: its JSON line, with ``process_s`` (its wall time, start-up
+    included) and ``process_cpu_s`` (its CPU seconds, user and system, from the kernel's accounts)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     r = subprocess.run([sys.executable, "-c", code, str(ROOT), *args], capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:
         raise RuntimeError(r.stderr[-2000:])
     out = json.loads(r.stdout.strip().splitlines()[-1])
     out["process_s"] = wall
+    out["process_cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return out
 
 
@@ -449,15 +456,18 @@ def timed(steps: int, work: Path, rounds: int) -> None:
             cli[form].append(fresh(CLI_TIMED, str(folder)))
     best = lambda runs, k: min(x[k] for x in runs)  # noqa: E731
     peak, own = (lambda runs: max(x["peak_mb"] for x in runs)), (lambda runs: max(x["peak_mb"] - x["before_mb"] for x in runs))
-    t_wall, t_mb, t_own = best(theirs, "wall"), peak(theirs), own(theirs)
-    print(f"{steps:>9,} steps: Google {t_wall:7.2f} s, peak {t_mb:5.0f} MB (+{t_own:.0f} MB for the calculator, "
-          f"over its entries), goodput {theirs[0]['goodput']:.2%}")
+    t_wall, t_cpu, t_mb, t_own = best(theirs, "wall"), best(theirs, "cpu"), peak(theirs), own(theirs)
+    print(f"{steps:>9,} steps: Google {t_wall:7.2f} s ({t_cpu:.2f} s of CPU), peak {t_mb:5.0f} MB (+{t_own:.0f} MB for "
+          f"the calculator, over its entries), goodput {theirs[0]['goodput']:.2%}")
     for form in forms:
-        o_wall, c_wall, o_mb, c_mb, o_own = (best(ours[form], "wall"), best(cli[form], "process_s"), peak(ours[form]),
-                                             peak(cli[form]), own(ours[form]))
-        print(f"{'':>16}goodputlab, {form + ':':<14}{o_wall:7.2f} s, peak {o_mb:5.0f} MB (+{o_own:.0f} MB for the "
-              f"ledger; the whole `report` command {c_wall:.2f} s, {c_mb:.0f} MB), goodput {ours[form][0]['goodput']:.2%}")
-        print(f"{'':>18}{t_wall / o_wall:.1f}x faster than Google's ({t_wall / c_wall:.1f}x counting the whole command), "
+        o_wall, o_cpu, c_wall, c_cpu = (best(ours[form], "wall"), best(ours[form], "cpu"), best(cli[form], "process_s"),
+                                        best(cli[form], "process_cpu_s"))
+        o_mb, c_mb, o_own = peak(ours[form]), peak(cli[form]), own(ours[form])
+        print(f"{'':>16}goodputlab, {form + ':':<14}{o_wall:7.2f} s ({o_cpu:.2f} s of CPU), peak {o_mb:5.0f} MB "
+              f"(+{o_own:.0f} MB for the ledger; the whole `report` command {c_wall:.2f} s, {c_cpu:.2f} s of CPU, "
+              f"{c_mb:.0f} MB), goodput {ours[form][0]['goodput']:.2%}")
+        print(f"{'':>18}{t_wall / o_wall:.1f}x faster than Google's ({t_cpu / o_cpu:.1f}x in CPU time; "
+              f"{t_wall / c_wall:.1f}x counting the whole command, {t_cpu / c_cpu:.1f}x in CPU time), "
               f"{t_mb / o_mb:.1f}x less peak memory ({t_mb / c_mb:.1f}x the whole command; "
               f"{t_own / max(o_own, 1):.1f}x counting each ledger's own growth)")
     print(f"{'':>16}the two forms give the same goodput: {ours['step records'][0]['goodput'] == ours['JSON lines'][0]['goodput']}")

@@ -53,6 +53,13 @@ class StepSet:
     def add_range(self, lo: int, hi: int) -> None:
         """Add every step from ``lo`` to ``hi`` (inclusive), merging touching ranges."""
         los, his = self.los, self.his
+        if his and lo >= los[-1]:  # in or past the highest range: no other range is touched, O(1)
+            if lo > his[-1] + 1:
+                los.append(lo)
+                his.append(hi)
+            elif hi > his[-1]:
+                his[-1] = hi
+            return
         i = bisect_right(his, lo - 2)  # the first range that ends at lo - 1 or later
         j = i
         while j < len(los) and los[j] <= hi + 1:
