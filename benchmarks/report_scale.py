@@ -24,7 +24,8 @@ and is timed beside the same report with the ranks merged in memory (``engine/me
 it was before the stream.
 
 On the first size of a one-rank job only: the parsers alone, and the cost of one ``--follow`` update
-(``engine/follow.py``, on the JSON lines) after 100 and 10,000 new events, against reading the whole log again.
+(``engine/follow.py``) after 100 and 10,000 new events, against reading the whole log again, on each form
+(the new events written as the form holds them: step records, or JSON lines).
 """
 
 from __future__ import annotations
@@ -220,7 +221,10 @@ DROP = frozenset(("t", "attempt", "step", "kind"))
 
 
 def follow_cost(folder: Path, new_events: list[int]) -> None:
-    """One --follow update after ``k`` new events, against reading the whole log again."""
+    """One --follow update after ``k`` new events, against reading the whole log again. The new events are
+    written in the folder's own form: step records when it has them (as the recorder writes them), else
+    JSON lines."""
+    from goodputlab.engine import step_records as SR
     from goodputlab.engine.follow import Follower
     from goodputlab.engine.recording import Recording
 
@@ -240,13 +244,22 @@ def follow_cost(folder: Path, new_events: list[int]) -> None:
     first_s = time.perf_counter() - t
     t_last = float(first.summary["wall_s"]) + 1.0
     step = first.summary["steps_executed"] + 10**7
-    print(f"  first update (the whole log, {first.events:,} events): {first_s:.2f} s")
+    records = SR.records_path(log)
+    form = "step records" if records.exists() else "JSON lines"
+    print(f"  --follow on the {form}:")
+    print(f"    first update (the whole log, {first.events:,} events): {first_s:.2f} s")
+    held = log.read_bytes().count(b"\n")  # the JSON lines: where each new record is placed among them
     for k in new_events:
-        with open(log, "ab") as f:
+        with open(records if form == "step records" else log, "ab") as f:
             lines = []
             for i in range(k):
-                kind = (E.W_DATA_WAIT, E.W_COMPUTE, E.W_STEP_END)[i % 3]
-                lines.append(E.event_line(t_last, 1, step + i // 3, kind, {"loss": 1.0} if kind == E.W_STEP_END else {}))
+                code = (SR.DATA_WAIT, SR.COMPUTE, SR.STEP_END)[i % 3]
+                if form == "step records":
+                    lines.append(SR.RECORD.pack(round(t_last, 7), step + i // 3, 1.0, held, 1, code,
+                                                SR.HAS_LOSS if code == SR.STEP_END else 0))  # fmt: skip
+                else:
+                    lines.append(E.event_line(t_last, 1, step + i // 3, SR.KIND_NAMES[code],
+                                              {"loss": 1.0} if code == SR.STEP_END else {}))  # fmt: skip
                 t_last += 1e-6
             f.write(b"".join(lines))
         times = []
@@ -259,7 +272,7 @@ def follow_cost(folder: Path, new_events: list[int]) -> None:
         t = time.perf_counter()
         Recording(work).summary()
         whole = time.perf_counter() - t
-        print(f"  update after {k:>6,} new events: {1000 * times[0]:8.1f} ms "
+        print(f"    update after {k:>6,} new events: {1000 * times[0]:8.1f} ms "
               f"(then {1000 * statistics.median(times[1:]):.1f} ms with nothing new); "
               f"reading the whole log again: {whole:.2f} s ({whole / times[0]:.0f}x)")
     follower.close()
@@ -354,6 +367,7 @@ def main(argv=None) -> int:
             print(f"  aim: report <= the json.loads loop -> {'met' if report_wall <= base else 'NOT met'} "
                   f"({report_wall / base:.2f}x); peak RSS <= 300 MB -> {'met' if report_rss <= 300 else 'NOT met'}")
             if first:
+                follow_cost(folder, [100, 10_000])
                 follow_cost(plain, [100, 10_000])
     finally:
         if args.keep is None:
