@@ -22,6 +22,8 @@ def test_report_scale_runs_a_small_recording_end_to_end():
     assert "failures 1" in out and "buckets sum to the wall time: True" in out
     assert "the report of the step records is the report of the JSON lines: True" in out
     assert "update after    100 new events" in out  # the first size
+    follow = out[out.index("--follow on the step records:"):]  # each form, its new events written in its form
+    assert follow.index("--follow on the JSON lines:") > 0 and follow.count("update after    100 new events") == 2
 
 
 def test_the_google_comparison_installs_nothing_and_explains_every_difference():
