@@ -229,12 +229,19 @@ def by_lines(arr, make_run: Callable, no_fields: dict) -> list[tuple]:
     out: list[tuple] = []
     pos = 0
     if len(starts):
-        cut = np.flatnonzero((np.diff(starts) != 3) | (att[starts[1:]] != att[starts[:-1]])
-                             | (lines[starts[1:]] != lines[starts[:-1]])) + 1  # fmt: skip
+        m, o = len(starts), int(starts[0])
+        if int(starts[-1]) - o == 3 * (m - 1):  # the steps follow each other: columns as strided views
+            at, end = slice(o, o + 3 * m, 3), slice(o + 2, o + 3 * m, 3)
+            steps, t1, t2, t3 = step[at], t[at], t[o + 1 : o + 3 * m : 3], t[end]
+            loss, flags, a_col, l_col = arr["loss"][end], arr["flags"][end], att[at], lines[at]
+            cut = np.flatnonzero((a_col[1:] != a_col[:-1]) | (l_col[1:] != l_col[:-1])) + 1
+        else:
+            cut = np.flatnonzero((np.diff(starts) != 3) | (att[starts[1:]] != att[starts[:-1]])
+                                 | (lines[starts[1:]] != lines[starts[:-1]])) + 1  # fmt: skip
+            steps, t1, t2, t3 = step[starts], t[starts], t[starts + 1], t[starts + 2]
+            loss, flags = arr["loss"][starts + 2], arr["flags"][starts + 2]
         runs = np.empty(len(cut) + 1, np.intp)  # where each run begins among the steps
         runs[0], runs[1:] = 0, cut
-        steps, t1, t2, t3 = step[starts], t[starts], t[starts + 1], t[starts + 2]
-        loss, flags = arr["loss"][starts + 2], arr["flags"][starts + 2]
         stats = run_stats(steps, t1, t2, t3, runs)
         bounds = [*runs.tolist(), len(starts)]
         first = starts[runs].tolist()
