@@ -122,7 +122,7 @@ def test_the_batch_must_split_evenly_over_the_ranks():
 
 @pytest.mark.parametrize("kwargs, field", [
     (dict(nproc=0), "nproc"), (dict(nproc=32), "nproc"), (dict(nproc=3), "nproc"),
-    (dict(nproc=2, ckpt="memory"), "ckpt"), (dict(nproc=2, rdzv_endpoint="nope"), "rdzv_endpoint"),
+    (dict(nproc=2, ckpt="memory", fault_tolerance="torchft"), "ckpt"), (dict(nproc=2, rdzv_endpoint="nope"), "rdzv_endpoint"),
     (dict(nproc=2, rdzv_timeout=0), "rdzv_timeout"), (dict(nproc=2, rdzv_timeout=float("inf")), "rdzv_timeout"),
     (dict(straggler_rank=0, straggler_prob=0.5), "straggler_rank"),
     (dict(launcher="torchrun", straggler_prob=0.5), "straggler_prob"),
