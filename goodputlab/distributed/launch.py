@@ -288,7 +288,7 @@ def check_scale_out(config) -> None:
         check(not (config.model == "large" and config.device == "cuda"), "ckpt", config.ckpt,
               "sync, async or dcp with FSDP (--model large on CUDA): a rank's RAM snapshot would hold only its shards")
         check(config.fault_tolerance == "none", "ckpt", config.ckpt,
-              "sync, async, dcp or none with --fault-tolerance torchft (the replicas hold the live state)")
+              "sync, async or dcp with --fault-tolerance torchft (the replicas hold the live state)")
     check(is_number(config.straggler_prob) and 0.0 <= config.straggler_prob <= 1.0,
           "straggler_prob", config.straggler_prob, "a share of steps between 0 and 1 (0: no straggler, 1: every step)")
     check(is_number(config.straggler_factor) and 1.0 <= config.straggler_factor <= MAX_STRAGGLER_FACTOR,
@@ -337,7 +337,9 @@ def _emulated_nodes_settings(config) -> None:
     check(config.rdzv_endpoint is None, "rdzv_endpoint", config.rdzv_endpoint,
           f"not given {need} (the rendezvous is on node 0's namespace address)")
     check(config.node_rank is None, "node_rank", config.node_rank, f"not given {need} (each node gets its own)")
-    check(config.fault_tolerance == "none", "fault_tolerance", config.fault_tolerance, f"none {need}")
+    check(config.fault_tolerance == "none", "fault_tolerance", config.fault_tolerance,
+          f"none {need} (torchft's replica groups across emulated nodes are not implemented; they run on this "
+          "machine: --fault-tolerance torchft without --emulate-nodes)")
     whole_nodes = ("its failures are whole nodes and links: --node-mtbf, --kill-node-at-steps, --partition-at-steps; "
                    "one process: --kill-at-steps")
     check(config.mtbf == 0, "mtbf", config.mtbf, f"0 {need} ({whole_nodes})")
