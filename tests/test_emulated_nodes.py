@@ -167,13 +167,14 @@ def relaunched_after_a_node_failure(out: Path) -> bool:
 
 def test_a_random_node_failure_then_sigterm_stops_every_node_and_removes_the_cluster(tmp_path):
     """--node-mtbf 20 with seed 1: the job's clock (MTBF 20 / 2 nodes, from the first step) draws 0.85 s, so a
-    node dies soon after training starts; once the job is relaunched, SIGTERM stops it and the cluster goes."""
+    node dies soon after training starts; once the job is relaunched, SIGTERM stops it and the cluster goes,
+    with its RAM tier (--ckpt memory)."""
     from goodputlab.recovery.modes import FailureClock
 
     before = machine_state(tmp_path)
     out = tmp_path / "r"
     proc = subprocess.Popen([*GOODPUTLAB, "run", "--emulate-nodes", "2", "--nproc", "1", "--model", "tiny",
-                             "--steps", "100000", "--device", "cpu", "--seed", "1", "--node-mtbf", "20",
+                             "--steps", "100000", "--device", "cpu", "--seed", "1", "--node-mtbf", "20", "--ckpt", "memory",
                              "--quiet", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 180
     while not relaunched_after_a_node_failure(out) and time.monotonic() < deadline:
@@ -201,7 +202,9 @@ def test_a_random_node_failure_then_sigterm_stops_every_node_and_removes_the_clu
     failure = next(e for e in events if e["kind"] == "failure")
     draw = FailureClock(1, 20 / 2).expose(0.0)
     assert exposed["attempt"] == 0 and exposed["clock"] == "train"
-    assert failure["cause"] == "node_mtbf" and failure["node"] in (0, 1)
+    assert failure["cause"] == "node_mtbf" and failure["node"] in (0, 1) and failure["ram_lost"] is True
+    tier = next(e for e in events if e["kind"] == "memory_tier")
+    assert not Path(tier["path"]).exists()  # the RAM tier (--ckpt memory) went with the cluster at SIGTERM
     assert draw <= failure["t"] - exposed["t"] < draw + 10
     assert summary["buckets"]["restart"] > 0
 
