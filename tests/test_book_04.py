@@ -36,6 +36,12 @@ def test_chapter_4_figures(executed_notebook):
 
 def test_chapter_4_durability_at_cluster_scale(executed_notebook):
     _, m, _ = executed_notebook(CHAPTER)
+    # measured on emulated nodes (or their recording): a process kill leaves each node's RAM, a node kill takes
+    # it and the lost node's rank restores from its neighbour's copy, losing no more steps; sync reads the disk
+    src = m["ram_tier_sources"]
+    assert src["memory_process"] == ["memory"] and src["memory_node"] == ["memory", "peer"]
+    assert src["sync_process"] == src["sync_node"] == ["disk"] and m["ram_tier_bit_exact"] is True
+    assert m["ram_tier_lost_steps"]["memory_node"] == m["ram_tier_lost_steps"]["memory_process"]
     g, naive = m["cluster_goodput"], m["cluster_blocking_only"]
     # a 5-minute sync save, a 10-minute restart, 8.6 failures a day
     assert g["sync"] == pytest.approx(0.730, abs=0.001) and m["cluster_interval_s"]["sync"] / 60 == pytest.approx(37.6, abs=0.3)

@@ -6,6 +6,8 @@ and test_distributed_runs.py).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from goodputlab import categories as C
@@ -122,7 +124,7 @@ def test_the_batch_must_split_evenly_over_the_ranks():
 
 @pytest.mark.parametrize("kwargs, field", [
     (dict(nproc=0), "nproc"), (dict(nproc=32), "nproc"), (dict(nproc=3), "nproc"),
-    (dict(nproc=2, ckpt="memory"), "ckpt"), (dict(nproc=2, rdzv_endpoint="nope"), "rdzv_endpoint"),
+    (dict(nproc=2, ckpt="memory", fault_tolerance="torchft"), "ckpt"), (dict(nproc=2, rdzv_endpoint="nope"), "rdzv_endpoint"),
     (dict(nproc=2, rdzv_timeout=0), "rdzv_timeout"), (dict(nproc=2, rdzv_timeout=float("inf")), "rdzv_timeout"),
     (dict(straggler_rank=0, straggler_prob=0.5), "straggler_rank"),
     (dict(launcher="torchrun", straggler_prob=0.5), "straggler_prob"),
@@ -318,3 +320,22 @@ def test_a_straggling_rank_is_slowed_on_the_steps_a_one_process_straggler_is():
     rank = Straggler(rank=1, factor=2.0, prob=0.3, seed=3)
     assert [s for s in range(500) if rank.slows(1, s)] == one.slowed_steps(500)
     assert rank.delay_s(1, next(s for s in range(500) if one.slow(s)), 0.25) == one.extra_s(0.25)
+
+
+def test_the_ram_tier_recording_of_chapter_4_says_which_copy_each_kill_restored_from(tmp_path):
+    """book/data/emulated_ram_tier_run.json (benchmarks/ram_tier_nodes.py --record): the process kill read each
+    node's own RAM, the node kill's rank its neighbour's copy, sync the disk; a file of another shape is refused."""
+    from goodputlab.errors import RunFileError
+    from goodputlab.experiments import emulated_nodes as en
+
+    book = Path(__file__).resolve().parents[1] / "book" / "data" / en.RAM_RECORDING_NAME
+    facts = en.ram_tier_facts(en.load_ram_tier_recording(book))
+    assert set(facts["memory_process"]["sources"].values()) == {"memory"}
+    assert sorted(facts["memory_node"]["sources"].values()) == ["memory", "peer"]
+    assert set(facts["sync_node"]["sources"].values()) == {"disk"} and facts["bit_exact"]
+    assert facts["memory_node"]["lost_steps"] == facts["memory_process"]["lost_steps"] == 1
+    assert facts["memory_node_disk_step"] == 0  # no disk copy before the end: without the peer, from scratch
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"kind": "ram_tier", "version": 1, "runs": {}}')
+    with pytest.raises(RunFileError, match="not a version-1 recording"):
+        en.load_ram_tier_recording(bad)

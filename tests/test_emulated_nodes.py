@@ -87,7 +87,10 @@ def twin_runs(tmp_path_factory):
                  "--partition-at-steps", "2", "--partition-s", "120", "--hang-timeout", str(HANG_TIMEOUT_S))
     after_kill = machine_state(root)
     twin = run(root / "twin", "--emulate-nodes", "2", "--nproc", "1")
-    return {"root": root, "killed": killed, "twin": twin, "before": before, "after_kill": after_kill,
+    # the RAM tier: a process kill after step 3 (its node's RAM survives), a node kill after step 5 (its RAM goes)
+    memory = run(root / "memory", "--emulate-nodes", "2", "--nproc", "1", "--ckpt", "memory", "--memory-disk-every", "100",
+                 "--kill-at-steps", "3", "--kill-node-at-steps", "5")
+    return {"root": root, "killed": killed, "twin": twin, "memory": memory, "before": before, "after_kill": after_kill,
             "after": machine_state(root)}
 
 
@@ -121,6 +124,31 @@ def test_a_partition_and_a_whole_node_kill_are_booked_and_bit_exact_against_the_
     assert killed["buckets"]["restart"] > 0 and killed["stop_reason"] == "completed"
 
 
+def test_the_ram_tier_survives_a_process_kill_and_a_node_kill_restores_from_the_peer_copy_bit_exactly(twin_runs):
+    """--ckpt memory on 2 nodes, no disk save before the end: the process kill's relaunch restores both ranks
+    from their own node's RAM; the node kill deletes that node's RAM, and its rank restores from the copy
+    its neighbour held (Gemini's placement); the run ends bit-exact with its failure-free twin."""
+    memory, twin = twin_runs["memory"], twin_runs["twin"]
+    assert memory["completed"] and memory["failures"] == 2
+    assert memory["final_state_sha256"] == twin["final_state_sha256"]
+    events = [json.loads(line) for line in (twin_runs["root"] / "memory" / "events.jsonl").read_text().splitlines()]
+    tier = next(e for e in events if e["kind"] == "memory_tier")
+    assert tier["copies"] == 2 and not Path(tier["path"]).exists()  # removed at the end
+    process, node = [e for e in events if e["kind"] == "failure"]
+    assert process["cause"] == "kill_at_step 3" and process["rank"] in (0, 1) and "ram_lost" not in process
+    assert node["cause"] == "node_kill_at_step 5" and node["ram_lost"] is True
+    restored = {(e["attempt"], e["rank"]): e for e in events if e["kind"] == "restored"}
+    assert {k: (e["source"], e["ckpt_step"]) for k, e in restored.items() if k[0] == 1} == {
+        (1, 0): ("memory", 2), (1, 1): ("memory", 2)}
+    (lost,) = [e for (a, _), e in restored.items() if a == 2 and e["node"] == f"node{node['node']}"]
+    (kept,) = [e for (a, _), e in restored.items() if a == 2 and e["node"] != f"node{node['node']}"]
+    assert lost["source"] == "peer" and lost["ckpt_step"] == 4
+    assert lost["path"] == f"node{1 - node['node']}/held-rank{lost['rank']}"  # the copy on the surviving node
+    assert kept["source"] == "memory" and kept["ckpt_step"] == 4
+    assert not [e for e in events if e["kind"] == "ckpt_commit" and e.get("tier") != "memory" and e["ckpt_step"] < 8]
+    assert memory["buckets"]["checkpoint_restore"] > 0 and memory["buckets"]["lost_work"] > 0
+
+
 def test_a_run_leaves_no_namespace_link_or_process(twin_runs):
     assert twin_runs["after_kill"] == twin_runs["before"]
     assert twin_runs["after"] == twin_runs["before"]
@@ -139,13 +167,14 @@ def relaunched_after_a_node_failure(out: Path) -> bool:
 
 def test_a_random_node_failure_then_sigterm_stops_every_node_and_removes_the_cluster(tmp_path):
     """--node-mtbf 20 with seed 1: the job's clock (MTBF 20 / 2 nodes, from the first step) draws 0.85 s, so a
-    node dies soon after training starts; once the job is relaunched, SIGTERM stops it and the cluster goes."""
+    node dies soon after training starts; once the job is relaunched, SIGTERM stops it and the cluster goes,
+    with its RAM tier (--ckpt memory)."""
     from goodputlab.recovery.modes import FailureClock
 
     before = machine_state(tmp_path)
     out = tmp_path / "r"
     proc = subprocess.Popen([*GOODPUTLAB, "run", "--emulate-nodes", "2", "--nproc", "1", "--model", "tiny",
-                             "--steps", "100000", "--device", "cpu", "--seed", "1", "--node-mtbf", "20",
+                             "--steps", "100000", "--device", "cpu", "--seed", "1", "--node-mtbf", "20", "--ckpt", "memory",
                              "--quiet", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 180
     while not relaunched_after_a_node_failure(out) and time.monotonic() < deadline:
@@ -173,7 +202,9 @@ def test_a_random_node_failure_then_sigterm_stops_every_node_and_removes_the_clu
     failure = next(e for e in events if e["kind"] == "failure")
     draw = FailureClock(1, 20 / 2).expose(0.0)
     assert exposed["attempt"] == 0 and exposed["clock"] == "train"
-    assert failure["cause"] == "node_mtbf" and failure["node"] in (0, 1)
+    assert failure["cause"] == "node_mtbf" and failure["node"] in (0, 1) and failure["ram_lost"] is True
+    tier = next(e for e in events if e["kind"] == "memory_tier")
+    assert not Path(tier["path"]).exists()  # the RAM tier (--ckpt memory) went with the cluster at SIGTERM
     assert draw <= failure["t"] - exposed["t"] < draw + 10
     assert summary["buckets"]["restart"] > 0
 

@@ -272,8 +272,8 @@ def check_scale_out(config) -> None:
 
     * the launch itself (:class:`TorchrunLaunch`: ``nproc``, ``nnodes``, ``node_rank``, ``rdzv_endpoint``);
     * the batch splits evenly over the ranks (:func:`check_batch_split`);
-    * ``--ckpt memory`` only in one worker process (its RAM tier belongs to one process; a job under
-      torchrun saves sharded DCP checkpoints with ``sync``, ``async`` or ``dcp``);
+    * ``--ckpt memory`` under torchrun only with DDP (each rank's RAM snapshot is the whole state;
+      :mod:`goodputlab.distributed.node_ram`), not with FSDP or torchft;
     * a straggler rank is a rank of a job of two or more ranks and comes with ``straggler_prob`` > 0;
       a straggler of one process slows its own steps (``goodputlab.recovery``), one rank under torchrun cannot;
     * the one-process engine's recovery settings (hot spare, failure modes other than ``kill``,
@@ -284,10 +284,11 @@ def check_scale_out(config) -> None:
     world = config.nproc * machines(config)
     check_batch_split(config.resolved_batch_size(), config.nproc, machines(config))
     _emulated_nodes_settings(config)
-    if uses_torchrun(config):
-        check(config.ckpt != "memory", "ckpt", config.ckpt,
-              f"sync, async or dcp with {world} rank{'s' if world > 1 else ''} under torchrun (a job under torchrun saves sharded DCP "
-              "checkpoints; the RAM tier of --ckpt memory belongs to one process)")
+    if uses_torchrun(config) and config.ckpt == "memory":  # each rank's RAM snapshot is the whole state (DDP)
+        check(not (config.model == "large" and config.device == "cuda"), "ckpt", config.ckpt,
+              "sync, async or dcp with FSDP (--model large on CUDA): a rank's RAM snapshot would hold only its shards")
+        check(config.fault_tolerance == "none", "ckpt", config.ckpt,
+              "sync, async or dcp with --fault-tolerance torchft (the replicas hold the live state)")
     check(is_number(config.straggler_prob) and 0.0 <= config.straggler_prob <= 1.0,
           "straggler_prob", config.straggler_prob, "a share of steps between 0 and 1 (0: no straggler, 1: every step)")
     check(is_number(config.straggler_factor) and 1.0 <= config.straggler_factor <= MAX_STRAGGLER_FACTOR,
@@ -316,7 +317,8 @@ def check_scale_out(config) -> None:
 
 
 def _emulated_nodes_settings(config) -> None:
-    """``--emulate-nodes``: 0 or 2 or more nodes, on this machine only, whole-group restarts; node faults need it."""
+    """``--emulate-nodes``: 0 or 2 or more nodes, on this machine only, whole-group restarts; node faults need it
+    (a process kill, ``--kill-at-steps``, is one rank's, as under torchrun)."""
     n = config.emulate_nodes
     check(n == 0 or n >= 2, "emulate_nodes", n, f"0 (off) or 2 to {MAX_EMULATED_NODES} nodes")
     for name in ("kill_node_at_steps", "partition_at_steps"):
@@ -335,11 +337,12 @@ def _emulated_nodes_settings(config) -> None:
     check(config.rdzv_endpoint is None, "rdzv_endpoint", config.rdzv_endpoint,
           f"not given {need} (the rendezvous is on node 0's namespace address)")
     check(config.node_rank is None, "node_rank", config.node_rank, f"not given {need} (each node gets its own)")
-    check(config.fault_tolerance == "none", "fault_tolerance", config.fault_tolerance, f"none {need}")
-    whole_nodes = "its failures are whole nodes and links: --node-mtbf, --kill-node-at-steps, --partition-at-steps"
+    check(config.fault_tolerance == "none", "fault_tolerance", config.fault_tolerance,
+          f"none {need} (torchft's replica groups across emulated nodes are not implemented; they run on this "
+          "machine: --fault-tolerance torchft without --emulate-nodes)")
+    whole_nodes = ("its failures are whole nodes and links: --node-mtbf, --kill-node-at-steps, --partition-at-steps; "
+                   "one process: --kill-at-steps")
     check(config.mtbf == 0, "mtbf", config.mtbf, f"0 {need} ({whole_nodes})")
-    check(not config.kill_at_steps, "kill_at_steps", ",".join(map(str, config.kill_at_steps)),
-          f"nothing {need} ({whole_nodes})")
 
 
 def _torchft_settings(config) -> None:

@@ -114,6 +114,20 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
             events.emit(E.M_RESTORED, ckpt_step=start, source="disk", path=found.checkpoint.path.name,
                         layout=found.layout, written_by=found.world_size, rng=found.rng)
 
+    ram = None
+    if config.ckpt == "memory":  # the RAM tier of many ranks: this node's RAM, and a copy on its neighbour
+        from . import node_ram
+
+        ram = node_ram.NodeRam(rank.rank)
+        if not store.list() and ram.offers():  # (with disk checkpoints, the restore began above)
+            events.emit(E.W_RESTORE)
+        restored = node_ram.restore(ram, rank, wrapped, optimizer, scheduler, device, start, events)
+        if restored is not None:
+            start, data = restored
+            if data.get("batch_size") != batch_size:
+                raise RuntimeError(f"the RAM snapshot was written with batch size {data.get('batch_size')}, "
+                                   f"this run uses {batch_size}: the data position would not line up")
+
     # --- start the input pipeline: this rank's shard of every step's batch ---------------------
     events.emit(E.W_WARMUP, step=start)
     sampler = ShardedStepSampler(len(dataset), batch_size, config.seed, start, config.steps, rank.rank, rank.world_size)
@@ -145,6 +159,8 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
         parallelism=kind,
         on_part=lambda s, **info: events.emit(E.M_CKPT_PART, ckpt_step=s, **info),
     )
+    if ram is not None:
+        checkpointer = node_ram.RamCheckpointer(ram, checkpointer, events, config.memory_disk_every, start)
     auto = None
     if config.ckpt_every == AUTO and rank.is_coordinator:  # rank 0 decides for all (see _save_now)
         auto = AutoInterval.from_events(_earlier_events(run_dir, events.path), state_bytes=preset.state_bytes)
@@ -184,7 +200,11 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
         loss_value = _loop(config, start, batches, events, clock, device, wrapped, optimizer, scheduler, checkpointer,
                            auto, time_based, batch_size, should_save, None)
 
-    checkpointer.finalize()
+    if ram is not None:
+        checkpointer.finalize(wrapped, optimizer, scheduler, config.steps,
+                              {"step": config.steps, "samples_consumed": config.steps * batch_size, "batch_size": batch_size})
+    else:
+        checkpointer.finalize()
     final = {"final_state_sha256": parallel.full_state_sha256(wrapped, kind), "final_loss": loss_value}
     events.emit(E.M_FINISH, step=config.steps, **final)
     events.emit(E.W_EXIT)

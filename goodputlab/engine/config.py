@@ -150,7 +150,7 @@ class RunConfig:
         validate.Choice(FAILURE_CLOCKS), "failures", "CLOCK",
     )
     kill_at_steps: tuple[int, ...] = setting(
-        (), "also kill after these steps, e.g. 30,80",
+        (), "also kill after these steps, e.g. 30,80 (with --emulate-nodes: one rank's process, its node lives on)",
         validate.WholeList(validate.Whole(), text="comma-separated step numbers, e.g. 30,80"), "failures", "STEPS",
         default_text="",
     )

@@ -66,12 +66,14 @@ class EmulatedNodesSupervision(TorchrunSupervision):
         self.tails: dict = {}
         self.partition: tuple[int, float] | None = None  # (node, monotonic time its link comes back)
         self.partitions: list[dict] = []
+        self.lost_ram: list[int] = []  # nodes killed whole whose RAM folder goes once their processes are dead
         self.partitioned = -1  # the newest attempt a partition struck
         self.last_step_t = time.monotonic()
 
     def run(self) -> dict:
         try:
             self.ev.emit(E.SUP_START)
+            self.open_ram(copies=2)  # each node's RAM: its ranks' snapshots and a copy of its neighbour's
             self.cluster.setup()
             while True:
                 self.launch_nodes()
@@ -87,6 +89,7 @@ class EmulatedNodesSupervision(TorchrunSupervision):
             self.end_nodes()
             self.cluster.teardown()  # the warm agents too
             self.reap_warm()
+            self.ram.cleanup()
         summary = self.finish()
         self.tell(steps_done=summary["steps_completed"], phase="done" if self.completed else "stopped")
         return summary
@@ -114,6 +117,10 @@ class EmulatedNodesSupervision(TorchrunSupervision):
             name = self.out / "logs" / f"node{node}-attempt{self.attempt:03d}.log"
             listen = {BIND_ENV: cluster.address(node), "GLOO_SOCKET_IFNAME": NODE_IFNAME,
                       "NCCL_SOCKET_IFNAME": "=" + NODE_IFNAME}
+            if self.ram_root is not None:  # this node's RAM, and its neighbour's (the next node of the job)
+                from ..distributed.node_ram import node_env
+
+                listen.update(node_env(self.ram_root, node, self.roster[(position + 1) % self.nodes]))
             agent, log = self.warm.pop(node, (None, None))
             if agent is not None and agent.poll() is None:  # a warm agent: handed the command, nothing to start
                 to_normal_priority(agent.pid)  # it may still be importing at idle priority: finish at full speed
@@ -222,6 +229,8 @@ class EmulatedNodesSupervision(TorchrunSupervision):
                 due = self.node_clock.due_at_step(done) if cause is None else None
                 if due is not None:
                     cause = f"node_kill_at_step {due}"
+                elif cause is None and self.pending_kills and done >= self.pending_kills[0]:
+                    cause = f"kill_at_step {self.pending_kills.pop(0)}"  # one rank's process, not its node
                 if self.pending_partitions and done >= self.pending_partitions[0] and self.partition is None:
                     self.start_partition(self.pending_partitions.pop(0))
                 self.tell(steps_done=done, phase="training")
@@ -256,21 +265,37 @@ class EmulatedNodesSupervision(TorchrunSupervision):
             self.ev.emit(E.SUP_FAILURE, cause=cause, silent_s=round(silent, 6))
             if self.partitioned == self.attempt and "detected_s" not in self.partitions[-1]:
                 self.partitions[-1]["detected_s"] = round(time.monotonic() - self.t0 - self.partitions[-1]["t_down"], 6)
+        elif cause.startswith("kill_at_step"):  # one rank's process dies; its node, and the node's RAM, live on
+            finder = self.jobs[0]  # the ranks' logs name their processes (one host: every node's ranks are known)
+            finder.poll()
+            live = finder.live_ranks(self.attempt)
+            rank = live[int(self.rank_rng.integers(len(live)))] if live else None
+            self.ev.emit(E.SUP_FAILURE, cause=cause, rank=rank)
+            if rank is not None:
+                finder.kill_rank(self.attempt, rank)
         else:
             position = int(self.node_rng.integers(self.nodes))
             node = self.roster[position]
             spare = self.spare_pool.pop(0) if self.spare_pool else None
-            self.ev.emit(E.SUP_FAILURE, cause=cause, node=node, spare=spare)
+            self.ev.emit(E.SUP_FAILURE, cause=cause, node=node, spare=spare,
+                         **({"ram_lost": True} if self.ram_root is not None else {}))
             self.cluster.kill_node(node)  # every process of the node at once: a machine that loses power
             dead = self.warm.pop(node, None)  # its warm agent died with it
             if dead is not None:
                 dead[0].wait()
+            self.lost_ram.append(node)
             if spare is not None:  # the spare takes the dead node's place; the dead one, repaired, waits as a spare
                 self.roster[position] = spare
                 self.spare_pool.append(node)
                 self.replacements.append({"attempt": self.attempt, "node": node, "spare": spare, "position": position})
         self.node_clock.cover()  # no node is exposed until the next attempt is launched (or trains)
         self.end_nodes()
+        if self.ram_root is not None:  # the dead node's memory is gone with it (its processes are gone now)
+            from ..distributed.node_ram import lose_node
+
+            for node in self.lost_ram:
+                lose_node(self.ram_root, node)
+        self.lost_ram = []
         self.restore_partition(force=True)
         self.failures += 1
         self.tell(failures=self.failures, phase="failed")

@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 
 from . import events as E
+from ..checkpoints.registry import RunResource
 from ..checkpoints.store import CheckpointWarning
 from .config import RunConfig
 from .events import EventWriter, read_events
@@ -82,6 +83,7 @@ class TorchrunSupervision:
         self.waiting_for_step = -1  # the attempt whose train clock waits for its first step
         self.completed, self.reason = False, ""
         self.job = None
+        self.ram, self.ram_root = RunResource(), None  # the RAM tier of --ckpt memory (open_ram)
         self.log: WorkerLog | None = None
         self.deadline = float("inf")
         self.state = Progress(0, config.steps, 0, 0, "startup")
@@ -98,21 +100,40 @@ class TorchrunSupervision:
 
         try:
             self.ev.emit(E.SUP_START)
+            env = worker_env(self.config)
+            if self.open_ram(copies=1):  # one machine: one node's RAM, no neighbour to hold a copy
+                from ..distributed.node_ram import node_env
+
+                env.update(node_env(self.ram_root, 0, None))
             self.ev.emit(E.SUP_SPAWN)
             self.log = WorkerLog(self.out / "logs" / "torchrun.log")
             launch = launch_of(self.config, max_restarts=self.config.max_failures,
                                log_dir=str(self.out / "logs" / "torchrun"), rdzv_id=f"goodputlab-{os.getpid()}")
             try:
-                self.job = TorchrunJob(launch, self.out, self.t0, self.python, self.log.write_fd, worker_env(self.config))
+                self.job = TorchrunJob(launch, self.out, self.t0, self.python, self.log.write_fd, env)
             finally:
                 self.log.start()
             self.watch()
         except BaseException as exc:  # Ctrl-C, SIGTERM, a crash: no process left, keep a summary
             self.stop(exc)
             raise
+        finally:
+            self.ram.cleanup()
         summary = self.finish()
         self.tell(steps_done=summary["steps_completed"], phase="done" if self.completed else "stopped")
         return summary
+
+    def open_ram(self, copies: int) -> bool:
+        """With ``--ckpt memory``: the run's RAM tier (``self.ram_root``, one folder per node; removed with
+        ``self.ram.cleanup()``), its marker in the log; False without."""
+        if self.config.ckpt != "memory":
+            return False
+        from ..distributed.node_ram import prepare_job_tier
+
+        self.ram_root, self.ram = prepare_job_tier(self.config, self.world, copies, fallbacks=(self.out,))
+        for kind, fields in self.ram.events:
+            self.ev.emit(kind, **fields)
+        return True
 
     def watch(self) -> None:
         """Follow the ranks until torchrun exits, injecting failures; sets ``completed`` and ``reason``."""
