@@ -40,15 +40,15 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _watch(proc: subprocess.Popen, until) -> tuple[dict, set[int], set[int]]:
-    """Follow a live run: (address, port) -> who listened there; the lighthouse's pids; every pid seen."""
-    seen, lighthouses, pids = {}, set(), set()
+def _watch(proc: subprocess.Popen, until) -> tuple[dict, set[int], dict[int, str]]:
+    """Follow a live run: (address, port) -> who listened there; the lighthouse's pids; every pid seen (its command)."""
+    seen, lighthouses, pids = {}, set(), {}
     deadline = time.monotonic() + RUN_LIMIT_S
     while proc.poll() is None and time.monotonic() < deadline and not until():
         listening = listening_sockets()
         for pid in descendants(proc.pid) - {proc.pid}:
             line = cmdline(pid)
-            pids.add(pid)
+            pids.setdefault(pid, line)
             if "torchft_lighthouse" in line:
                 lighthouses.add(pid)
             for inode in socket_inodes(pid):
@@ -121,20 +121,61 @@ def test_a_two_replica_run_with_kills_heals_closes_its_ledger_listens_on_loopbac
     assert {row["strip"] for row in bars if row["category"] == C.DEGRADED} >= {k for k, b in strips.items() if b[C.DEGRADED] > min_s}
 
 
+def test_replica_groups_of_two_ranks_each_a_torchrun_job_heal_a_killed_group_and_end_with_one_model(tmp_path, cli, cli_env):
+    """2 groups x 2 ranks (``--group-size 2``): a kill ends a whole group (its torchrun agent and both ranks);
+    the group relaunches as a new torchrun job and each of its ranks heals from the same rank of the peer
+    group. The steps are slowed by sleeping storage (cheap on CPU) so the relaunch heals well before the end."""
+    out = tmp_path / "run"
+    proc = subprocess.Popen([*cli, "run", *FT_FLAGS, "--group-size", "2", "--steps", "400", "--kill-at-steps", "10",
+                             "--io-latency-ms", "100", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env)
+    try:
+        seen, lighthouses, pids = _watch(proc, lambda: False)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["completed"] and s["failures"] == 1 and s["heals"] == 1, s
+    assert (s["replica_groups"], s["group_size"], s["world_size"]) == (2, 2, 4)
+    assert abs(sum(s["buckets"].values()) - s["wall_s"]) <= 0.01 * s["wall_s"]
+    assert s["buckets"][C.DEGRADED] > 0 and s["buckets"][C.CHECKPOINT_RESTORE] > 0 and s["lost_work_survivors_s"] == 0
+    # both ranks of the relaunched group healed from the peer group, at the same step
+    ranks = out / "ranks"
+    healed = [e for p in ("events-replica1.jsonl", "events-replica1-rank1.jsonl")
+              for e in map(json.loads, (ranks / p).read_text().splitlines()) if e["kind"] == "restored"]
+    assert len(healed) == 2 and healed[0]["step"] == healed[1]["step"] == s["heal_steps"][0], healed
+    # the four ranks ended with the same weights (the summary's hash is set only when every rank's agrees)
+    finishes = [json.loads(line) for p in ranks.glob("events-replica*.jsonl") for line in p.read_text().splitlines()
+                if '"finish"' in line]
+    assert len({f["final_state_sha256"] for f in finishes}) == 1 and len(finishes) >= 4
+    assert s["final_state_sha256"] == finishes[0]["final_state_sha256"]
+    # each group was a torchrun job (an agent and its ranks) and every socket of the run listened on loopback
+    assert sum("torch.distributed.run" in who for who in pids.values()) >= 3, pids  # 2 groups, then the relaunch
+    outside = {a: who for a, who in seen.items() if not ipaddress.ip_address(a[0]).is_loopback}
+    assert lighthouses and not outside, f"listening beyond loopback: {outside}"
+    assert not [p for p in pids if _alive(p)], "a rank, a group's torchrun or the lighthouse outlived the run"
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm-after-a-hot-spare-took-over", "ctrl-c"])
 def test_a_stopped_run_leaves_no_replica_and_no_lighthouse(tmp_path, cli, cli_env, signum):
-    """Ctrl-C while training; SIGTERM once a replica killed at step 30 was handed to a hot spare (a
-    standby replica process, set up beforehand) and healed from its peer, with the next standby waiting."""
+    """Ctrl-C while training, the groups of two ranks each (a torchrun job's agent and ranks, each rank in a
+    session of its own); SIGTERM once a replica killed at step 30 was handed to a hot spare (a standby replica
+    process, set up beforehand) and healed from its peer, with the next standby waiting."""
     out = tmp_path / "run"
     spare = ["--hot-spare", "--kill-at-steps", "30"] if signum == signal.SIGTERM else []
-    proc = subprocess.Popen([*cli, "run", *FT_FLAGS, "--steps", "100000", *spare, "--out", str(out)],
+    groups = [] if spare else ["--group-size", "2"]
+    proc = subprocess.Popen([*cli, "run", *FT_FLAGS, "--steps", "100000", *spare, *groups, "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env)
 
     def logs() -> str:
         return "".join(p.read_text() for p in (out / "ranks").glob("events-replica*.jsonl")) if (out / "ranks").is_dir() else ""
 
     def ready() -> bool:
-        return '"restored"' in logs() if spare else '"step_end"' in logs()
+        if spare:
+            return '"restored"' in logs()
+        return all('"step_end"' in p.read_text() for p in (out / "ranks").glob("events-replica*-rank1.jsonl")) and len(
+            list((out / "ranks").glob("events-replica*-rank1.jsonl"))) == 2  # both groups' second ranks train
 
     try:
         _, lighthouses, pids = _watch(proc, ready)
@@ -146,7 +187,7 @@ def test_a_stopped_run_leaves_no_replica_and_no_lighthouse(tmp_path, cli, cli_en
         proc.kill()
     assert proc.returncode != 0
     assert "interrupted" in stderr and "Traceback" not in stderr, stderr
-    assert not [p for p in pids | more if _alive(p)], "a replica, a standby or the lighthouse outlived the run"
+    assert not [p for p in set(pids) | more if _alive(p)], "a replica, a standby or the lighthouse outlived the run"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["stop_reason"].startswith("interrupted")
     if spare:
