@@ -257,3 +257,35 @@ def test_a_standby_learns_its_replica_group_from_the_control_pipe():
     assert replica_named(["inject", "replica 3"]) == 3
     with pytest.raises(ValueError, match="replica <r>"):
         replica_named(["go 2"])
+
+
+def test_a_stopped_torchft_run_resumes_from_its_checkpoint_to_the_uninterrupted_runs_weights(tmp_path, cli, cli_env):
+    """``--ckpt-every 10``: one replica group saves every 10 committed steps (booked ``checkpoint_save``); a run
+    stopped with SIGTERM after its first checkpoint continues with ``--resume``, every group restoring it
+    (booked ``checkpoint_restore``), and ends bit-exact with a run never stopped. Without kills: a kill makes
+    a torchft run's model depend on how many steps trained degraded, which wall time decides
+    (docs/IN_JOB_RECOVERY.md), so two runs with the same kills do not end bit-exact, resumed or not."""
+    flags = ["--nproc", "2", "--fault-tolerance", "torchft", "--threads", "1", "--steps", "40", "--ckpt-every", "10",
+             "--io-latency-ms", "50"]
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    done = subprocess.run([*cli, "run", *flags, "--quiet", "--out", str(whole)], capture_output=True, text=True, env=cli_env, timeout=RUN_LIMIT_S)
+    assert done.returncode == 0, done.stderr
+    proc = subprocess.Popen([*cli, "run", *flags, "--quiet", "--out", str(stopped)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=cli_env)
+    try:
+        _watch(proc, lambda: any((stopped / "ckpt").glob("step-*")))
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    first = json.loads((stopped / "summary.json").read_text())
+    assert not first["completed"] and first["checkpoints"] >= 1 and first["stop_reason"].startswith("interrupted")
+    resumed = subprocess.run([*cli, "run", "--resume", str(stopped), "--quiet"], capture_output=True, text=True, env=cli_env, timeout=RUN_LIMIT_S)
+    assert resumed.returncode == 0, resumed.stderr
+    w, s = (json.loads((d / "summary.json").read_text()) for d in (whole, stopped))
+    assert w["checkpoints"] == 3 and w["buckets"][C.CHECKPOINT_SAVE] > 0  # after steps 10, 20, 30: one group each time
+    assert s["completed"] and s["resumed_from_step"] >= 10 and s["buckets"][C.CHECKPOINT_RESTORE] > 0
+    restored = [e for e in map(json.loads, (stopped / "events.jsonl").read_text().splitlines()) if e["kind"] == "restored"]
+    assert len(restored) == 2 and {e["ckpt_step"] for e in restored} == {s["resumed_from_step"]}  # both groups, no heal
+    assert s["heals"] == 0 and abs(sum(s["buckets"].values()) - s["wall_s"]) <= 0.01 * s["wall_s"]
+    assert s["final_state_sha256"] is not None and s["final_state_sha256"] == w["final_state_sha256"]

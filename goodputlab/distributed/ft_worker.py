@@ -110,15 +110,17 @@ class Replica:
 
 
 def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, replicas: int,
-          ready: Replica | None = None) -> dict:
+          ready: Replica | None = None, resume: bool = False) -> dict:
     """Train to ``config.steps`` with the other replica groups; returns what this replica ended with.
-    ``ready``: what a hot spare set up before it was activated (else set up now)."""
+    ``ready``: what a hot spare set up before it was activated (else set up now); ``resume``: this first
+    launch of a ``--resume`` starts from the newest valid checkpoint (:mod:`~goodputlab.distributed.ft_checkpoint`)."""
     import torch
     import torch.distributed as dist
     from torchft import Manager, Optimizer, ProcessGroupGloo
 
     from ..pipeline.loader import BatchRequest
     from ..training.model import count_params, state_sha256
+    from . import ft_checkpoint
     from .binding import listening_socket
     from .sharding import ShardedStepSampler
 
@@ -159,6 +161,9 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, r
 
     if events.attempt == 0:  # the first launch: every replica up before the first quorum
         _wait_for_replicas(run_dir / RANKS_DIR, replica, replicas)
+        if resume:  # every group from the same checkpoint: the first quorum finds them at one step, nobody heals
+            start = ft_checkpoint.restore(run_dir, config, events, built)
+            manager.load_state_dict({"step": start, "batches_committed": start * replicas * size})
     loss_value, first = float("nan"), True
     kept = None  # (step, loss, this replica's gradient, samples) of a try whose all-reduce failed: not computed again
     model.train()
@@ -194,6 +199,8 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, r
         if committed:
             scheduler.step()
             loss_value = loss.item()
+            if ft_checkpoint.is_due(config, step + 1) and rank == 0 and manager.participating_rank() == 0:
+                ft_checkpoint.save(run_dir, config, events, built, step + 1, batch_size)  # one group saves
         else:  # from the gradient on, this try waited on a failed all-reduce: the failure's cost, not compute
             events.emit(E.W_SYNC_WAIT, step=step, t=grad_ready, failed=True)
         events.emit(E.W_STEP_END, step=step, loss=loss.item(), committed=committed, grad_kept=not committed,
@@ -310,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--attempt", type=int, default=None, help="this replica's launch, from 0 (not for --standby)")
     p.add_argument("--standby", action="store_true", help="a hot spare: set up, then wait on --control-fd for a replica to take over")
     p.add_argument("--control-fd", type=int, default=None, help="the supervisor's control pipe (recovery.control)")
+    p.add_argument("--resume", action="store_true", help="start from the run's newest valid checkpoint (a first launch)")
     args = p.parse_args(argv)
     _die_with_parent()
     config = RunConfig.from_dict(json.loads(read_regular(args.run_dir / "config.json", 1 << 20)))
@@ -329,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
             events.emit(E.SUP_RESTART_DELAY)  # emulated rescheduling, before this launch starts
             time.sleep(config.restart_delay)
         events.emit(E.W_INIT, rank=args.replica, world_size=args.replicas, pid=os.getpid(), host=socket.gethostname())
-        train(config, args.run_dir, events, args.replica, args.replicas)
+        train(config, args.run_dir, events, args.replica, args.replicas, resume=args.resume and args.attempt == 0)
     events.close()
     sys.stdout.flush()
     os._exit(0)  # skip the interpreter's slow teardown of torch

@@ -349,8 +349,8 @@ def _torchft_settings(config) -> None:
     """What an in-job recovery run (``--fault-tolerance torchft``) supports: ``nproc`` replica groups of
     ``group_size`` ranks (a group of 2 or more is a torchrun job of its own, started cold after a failure:
     a hot spare is one process) on this machine's CPU, the global batch split evenly over every rank,
-    batches read in the training process, no periodic checkpoints (the live state is in the replicas),
-    no injected stragglers."""
+    batches read in the training process, ``sync`` checkpoints every ``--ckpt-every`` steps (one group
+    saves, :mod:`~goodputlab.distributed.ft_checkpoint`), no injected stragglers."""
     need = "with --fault-tolerance torchft"
     check(config.nproc >= 2, "nproc", config.nproc, f"2 or more replica groups {need}")
     check(config.nnodes == 1, "nnodes", config.nnodes, f"1 {need} (replica groups on this machine only)")
@@ -365,7 +365,10 @@ def _torchft_settings(config) -> None:
     check(not (config.hot_spare and config.group_size > 1), "hot_spare", True,
           f"off with --group-size {config.group_size} (a standby is one process: a group of several ranks relaunches cold)")
     check(config.device in ("auto", "cpu"), "device", config.device, f"cpu or auto {need} (gloo on CPU)")
-    check(config.ckpt_every == 0 and config.ckpt_every_s is None, "ckpt_every", config.ckpt_every,
-          f"0 {need} (periodic checkpoints of a torchft run are not implemented: the replicas hold the live state)")
+    check(config.ckpt_every != "auto", "ckpt_every", config.ckpt_every,
+          f"a whole number of steps {need} (0: none; one replica group saves every N committed steps)")
+    check(config.ckpt_every_s is None, "ckpt_every_s", config.ckpt_every_s, f"not given {need} (--ckpt-every N steps)")
+    check(config.ckpt == "sync", "ckpt", config.ckpt,
+          f"sync {need} (one replica group saves its whole state; the others wait in the next quorum)")
     check(config.workers == 0, "workers", config.workers, f"0 {need} (each replica builds its batch in its own process)")
     check(config.straggler_prob == 0, "straggler_prob", config.straggler_prob, f"0 {need}")

@@ -32,7 +32,7 @@ from .launch import WorkerCrashed, worker_env
 from .run_dir import RunDir
 from ..errors import ConfigError
 from ..safe_io import write_atomic
-from .supervision import POLL_S, Progress, budget_reason, poisson_failure_rng
+from .supervision import POLL_S, Progress, budget_reason, check_resume, newest_valid_step, poisson_failure_rng
 from .torchrun_supervision import TorchrunSupervision, start_job_folder
 
 #: What a run asking for torchft without it installed is told (one line, exit 2).
@@ -97,9 +97,11 @@ class TorchftSupervision:
         if self.lighthouse_bin is None:
             raise ConfigError("fault_tolerance", config.fault_tolerance, INSTALL_HINT)
         if resume:
-            raise ConfigError("fault_tolerance", config.fault_tolerance, "none with --resume (a torchft run keeps no checkpoints to resume)")
-        config, self.t0, self.ev = start_job_folder(config, run_dir, keep_checkpoints=False, reserve=False,
+            check_resume(run_dir.path, config)  # refuse a configuration that does not match the run's checkpoints
+        config, self.t0, self.ev = start_job_folder(config, run_dir, keep_checkpoints=resume, reserve=False,
                                                     announce=announce, on_each=f"{config.nproc} torchft replica groups")
+        #: the step every group's first launch restores (distributed.ft_checkpoint), 0: from the start
+        self.resume_step = newest_valid_step(run_dir.path, config) if resume else 0
         self.config, self.run_dir, self.progress, self.python = config, run_dir, progress, python
         self.out = run_dir.path
         self.groups = config.nproc
@@ -176,7 +178,8 @@ class TorchftSupervision:
         with ``--group-size`` of 2 or more a torchrun job of that many ranks (:meth:`_group_launch`)."""
         attempt = self.attempts[replica]
         self.logs[replica] = self.out / "logs" / f"replica{replica}-attempt{attempt}.log"
-        command, env = self._command("--replica", str(replica), "--attempt", str(attempt)), self._env()
+        resume = ["--resume"] if attempt == 0 and self.resume_step > 0 else []
+        command, env = self._command("--replica", str(replica), "--attempt", str(attempt), *resume), self._env()
         if self.config.group_size > 1:
             command, env = self._group_launch(replica, command, env)
         with open(self.logs[replica], "wb") as log:
@@ -358,7 +361,7 @@ class TorchftSupervision:
         self.run_dir.remove_temporaries()
         self.ev.emit(E.SUP_TEARDOWN)
         self.ev.emit(E.SUP_END, completed=self.completed, reason=self.reason,
-                     resume_step=self.config.steps if self.completed else 0)
+                     resume_step=self.config.steps if self.completed else newest_valid_step(self.out, self.config))
         self.ev.close()
         replicas = {}
         for r in range(self.groups):
@@ -386,7 +389,8 @@ class TorchftSupervision:
             "heal_steps": [e["ckpt_step"] for e in heals],
             "recoveries": recoveries(supervisor, replicas),
             "survivor_quorum_waits_s": survivor_quorum_waits(supervisor, replicas),
-            "checkpoints": 0,  # the replicas hold the live state (periodic checkpoints: not implemented here)
+            "checkpoints": sum(1 for evs in replicas.values() for e in evs if e["kind"] == E.M_CKPT_COMMIT),  # one group saves
+            "resumed_from_step": self.resume_step,
             "steps_completed": self.config.steps if self.completed else self.state.steps_done,
             "steps_executed": sum(1 for evs in replicas.values() for e in evs if e["kind"] == E.W_COMPUTE),
             "completed": self.completed,
