@@ -20,7 +20,7 @@ import pytest
 
 import goodputlab as gl
 from goodputlab import categories as C
-from goodputlab.distributed.replica_ledger import job_books, job_ledger, recoveries
+from goodputlab.distributed.replica_ledger import job_books, job_ledger, job_per_step, recoveries
 from goodputlab.engine.torchft_supervision import HEARTBEAT_TIMEOUT_MS
 from goodputlab.recovery.control import replica_named
 from conftest import chart_rows
@@ -105,6 +105,9 @@ def test_a_two_replica_run_with_kills_heals_closes_its_ledger_listens_on_loopbac
     assert set(strips) == {"replica 0", "replica 1"}
     for r in ("0", "1"):  # each strip is that replica's own books, its degraded time in it
         assert strips[f"replica {r}"] == pytest.approx(s["replicas"][r], abs=1e-9)
+    # per_step: each replica's rows; every step survived once per replica at most, and in at least one replica
+    survived = [(r["replica"], r["step"]) for r in gl.load_run(out).per_step() if r["survived"]]
+    assert len(survived) == len(set(survived)) and {step for _, step in survived} == set(range(1000))
     recorded = gl.experiments.in_job.record({"torchft": gl.load_run(out)})["runs"]["torchft"]  # chapter 11's, from the ledger
     for r, timeline in recorded["timelines"].items():
         assert sum(b - a for a, b, c in gl.experiments.in_job.stretches(timeline) if c == C.DEGRADED) == pytest.approx(
@@ -236,6 +239,14 @@ def test_the_ledger_books_a_missing_replica_as_degraded_and_its_heal_as_a_restor
     assert ledger.buckets == pytest.approx(b) and ledger.failure_times == [4.0] and ledger.completed
     degraded = [(seg.strip, seg.start, seg.end) for seg in ledger.segments if seg.category == C.DEGRADED]
     assert degraded == [("replica 1", 4.0, 5.0), ("replica 1", 5.0, 7.0)]
+    # per step, per replica (RunResult.per_step of a torchft job): the survivor's two tries of step 1 are one row,
+    # its failed try lost; the victim's cut step 1 lost, its healed launch's step 1 the one that survived
+    rows = {(r["replica"], r["attempt"], r["step"]): r for r in job_per_step(merged, 2)}
+    assert set(rows) == {(0, 0, 0), (0, 0, 1), (1, 0, 0), (1, 0, 1), (1, 1, 1)}
+    assert rows[(0, 0, 1)]["compute_s"] == pytest.approx(1.0 + 4.4) and rows[(0, 0, 1)]["survived"]
+    assert not rows[(1, 0, 1)]["survived"] and rows[(1, 0, 1)]["compute_s"] == pytest.approx(0.5)
+    assert rows[(1, 1, 1)]["survived"] and rows[(1, 1, 1)]["compute_s"] == pytest.approx(1.0)
+    assert rows[(0, 0, 0)]["survived"] and rows[(0, 0, 0)]["compute_s"] == pytest.approx(1.0)
 
 
 def test_a_survivor_keeps_the_gradient_of_a_try_whose_all_reduce_failed():
