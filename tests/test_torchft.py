@@ -160,31 +160,21 @@ def test_replica_groups_of_two_ranks_each_a_torchrun_job_heal_a_killed_group_and
     assert not [p for p in pids if _alive(p)], "a rank, a group's torchrun or the lighthouse outlived the run"
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm-after-a-hot-spare-took-over", "ctrl-c"])
-def test_a_stopped_run_leaves_no_replica_and_no_lighthouse(tmp_path, cli, cli_env, signum):
-    """Ctrl-C while training, the groups of two ranks each (a torchrun job's agent and ranks, each rank in a
-    session of its own); SIGTERM once a replica killed at step 30 was handed to a hot spare (a standby replica
-    process, set up beforehand) and healed from its peer, with the next standby waiting."""
+def test_a_run_stopped_after_a_hot_spare_took_over_leaves_no_replica_and_no_lighthouse(tmp_path, cli, cli_env):
+    """SIGTERM once a replica killed at step 30 was handed to a hot spare (a standby replica process, set up
+    beforehand) and healed from its peer, with the next standby waiting. (Ctrl-C: the checkpoint test below.)"""
     out = tmp_path / "run"
-    spare = ["--hot-spare", "--kill-at-steps", "30"] if signum == signal.SIGTERM else []
-    groups = [] if spare else ["--group-size", "2"]
-    proc = subprocess.Popen([*cli, "run", *FT_FLAGS, "--steps", "100000", *spare, *groups, "--out", str(out)],
+    proc = subprocess.Popen([*cli, "run", *FT_FLAGS, "--steps", "100000", "--hot-spare", "--kill-at-steps", "30", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env)
 
     def logs() -> str:
         return "".join(p.read_text() for p in (out / "ranks").glob("events-replica*.jsonl")) if (out / "ranks").is_dir() else ""
 
-    def ready() -> bool:
-        if spare:
-            return '"restored"' in logs()
-        return all('"step_end"' in p.read_text() for p in (out / "ranks").glob("events-replica*-rank1.jsonl")) and len(
-            list((out / "ranks").glob("events-replica*-rank1.jsonl"))) == 2  # both groups' second ranks train
-
     try:
-        _, lighthouses, pids = _watch(proc, ready)
-        assert ready() and lighthouses, "the run did not start training" + (" and heal a replica from the spare" if spare else "")
+        _, lighthouses, pids = _watch(proc, lambda: '"restored"' in logs())
+        assert '"restored"' in logs() and lighthouses, "the run did not start training and heal a replica from the spare"
         more = descendants(proc.pid) - {proc.pid}  # the pids once training (the next standby among them)
-        proc.send_signal(signum)
+        proc.send_signal(signal.SIGTERM)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
         proc.kill()
@@ -193,11 +183,10 @@ def test_a_stopped_run_leaves_no_replica_and_no_lighthouse(tmp_path, cli, cli_en
     assert not [p for p in set(pids) | more if _alive(p)], "a replica, a standby or the lighthouse outlived the run"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["stop_reason"].startswith("interrupted")
-    if spare:
-        assert (out / "ranks" / "supervisor.jsonl").read_text().count('"standby_spawned"') >= 2  # the next one waited
-        (recovery,) = summary["recoveries"]
-        assert recovery["hot"] and recovery["heal_s"] is not None and recovery["away_s"] > 0, recovery
-        assert '"activate"' in logs() and summary["heals"] == 1
+    assert (out / "ranks" / "supervisor.jsonl").read_text().count('"standby_spawned"') >= 2  # the next one waited
+    (recovery,) = summary["recoveries"]
+    assert recovery["hot"] and recovery["heal_s"] is not None and recovery["away_s"] > 0, recovery
+    assert '"activate"' in logs() and summary["heals"] == 1
 
 
 def test_without_torchft_a_run_says_how_to_install_it_in_one_line(tmp_path, cli_env):
@@ -272,7 +261,7 @@ def test_a_standby_learns_its_replica_group_from_the_control_pipe():
 
 def test_a_stopped_torchft_run_resumes_from_its_checkpoint_to_the_uninterrupted_runs_weights(tmp_path, cli, cli_env):
     """``--ckpt-every 10``: one replica group saves every 10 committed steps (booked ``checkpoint_save``); a run
-    stopped with SIGTERM after its first checkpoint continues with ``--resume``, every group restoring it
+    stopped with Ctrl-C after its first checkpoint (leaving nothing running) continues with ``--resume``, every group restoring it
     (booked ``checkpoint_restore``), and ends bit-exact with a run never stopped. Without kills: a kill makes
     a torchft run's model depend on how many steps trained degraded, which wall time decides
     (docs/IN_JOB_RECOVERY.md), so two runs with the same kills do not end bit-exact, resumed or not."""
@@ -283,14 +272,18 @@ def test_a_stopped_torchft_run_resumes_from_its_checkpoint_to_the_uninterrupted_
     assert done.returncode == 0, done.stderr
     proc = subprocess.Popen([*cli, "run", *flags, "--quiet", "--out", str(stopped)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=cli_env)
-    try:
-        _watch(proc, lambda: any((stopped / "ckpt").glob("step-*")))
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=60)
+    try:  # Ctrl-C once the first checkpoint is committed: nothing of the run may outlive it
+        _, lighthouses, pids = _watch(proc, lambda: any((stopped / "ckpt").glob("step-*")))
+        assert lighthouses, "the run did not start"
+        more = descendants(proc.pid) - {proc.pid}
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
     finally:
         proc.kill()
+    assert proc.returncode != 0 and "interrupted" in stderr and "Traceback" not in stderr, stderr
+    assert not [p for p in set(pids) | more if _alive(p)], "a replica or the lighthouse outlived the run"
     first = json.loads((stopped / "summary.json").read_text())
-    assert not first["completed"] and first["checkpoints"] >= 1 and first["stop_reason"].startswith("interrupted")
+    assert not first["completed"] and first["checkpoints"] >= 1 and first["stop_reason"] == "interrupted"
     resumed = subprocess.run([*cli, "run", "--resume", str(stopped), "--quiet"], capture_output=True, text=True, env=cli_env, timeout=RUN_LIMIT_S)
     assert resumed.returncode == 0, resumed.stderr
     w, s = (json.loads((d / "summary.json").read_text()) for d in (whole, stopped))
