@@ -129,8 +129,8 @@ def test_replica_groups_of_two_ranks_each_a_torchrun_job_heal_a_killed_group_and
     the group relaunches as a new torchrun job and each of its ranks heals from the same rank of the peer
     group. The steps are slowed by sleeping storage (cheap on CPU) so the relaunch heals well before the end."""
     out = tmp_path / "run"
-    proc = subprocess.Popen([*cli, "run", *FT_FLAGS, "--group-size", "2", "--steps", "400", "--kill-at-steps", "10",
-                             "--io-latency-ms", "100", "--out", str(out)],
+    proc = subprocess.Popen([*cli, "run", *FT_FLAGS, "--group-size", "2", "--steps", "300", "--kill-at-steps", "10",
+                             "--io-latency-ms", "150", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env)
     try:
         seen, lighthouses, pids = _watch(proc, lambda: False)
