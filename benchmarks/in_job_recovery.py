@@ -5,6 +5,7 @@
     python benchmarks/in_job_recovery.py --loss-gap --seeds 0,1,2   # what the degraded steps cost the model
     python benchmarks/in_job_recovery.py --modes none,jit           # just-in-time checkpoints against periodic ones
     python benchmarks/in_job_recovery.py --modes torchft,torchft-hot  # a killed replica relaunched cold or from a hot spare
+    python benchmarks/in_job_recovery.py --modes torchft,torchft-2x2,torchft-ckpt  # groups of 2 ranks; periodic saves
 
 Each round runs the same job twice, one right after the other (so machine load hits both):
 ``goodputlab run --nproc 2 --fault-tolerance none`` (torchrun restarts the whole group from its
@@ -17,6 +18,10 @@ goodput, wall, and the buckets that differ: ``restart``, ``degraded``, ``checkpo
 to a hot spare (``--hot-spare``: a standby replica process set up beforehand); per run also the mean
 of each kill's ``away`` (from the kill to the relaunch's heal: detection, the 0.5 s ``--restart-delay``,
 respawn or hand-over, set-up, joining the quorum) and ``heal`` (fetching the live state from a peer).
+
+``--modes torchft,torchft-2x2,torchft-ckpt``: groups of one rank against groups of two (``--group-size 2``,
+each group a torchrun job: 4 ranks, the same global batch in quarters), and against groups of one rank that
+also save a checkpoint every 50 steps from one group (``checkpoint_save``, the others waiting in the quorum).
 
 ``--loss-gap``: per seed, a torchft run with the kills against the same torchft run without any,
 compared by the mean training loss over the last ``--tail`` steps (every replica's committed steps;
@@ -39,6 +44,9 @@ MODES = {
     "torchft": ["--fault-tolerance", "torchft", "--ckpt-every", "0"],
     "jit": ["--fault-tolerance", "none", "--ckpt-every", "50", "--ckpt-jit"],  # restart, from a just-in-time save
     "torchft-hot": ["--fault-tolerance", "torchft", "--ckpt-every", "0", "--hot-spare"],  # relaunched from a standby
+    # 2 groups of 2 ranks (4 ranks in all, each group a torchrun job): a kill takes a whole group
+    "torchft-2x2": ["--fault-tolerance", "torchft", "--ckpt-every", "0", "--group-size", "2"],
+    "torchft-ckpt": ["--fault-tolerance", "torchft", "--ckpt-every", "50"],  # one group saves every 50 steps
 }
 SHOWN = ("restart", "degraded", "checkpoint_restore", "checkpoint_save", "lost_work", "startup")
 
@@ -108,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--kill-at-steps", default="100,200")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--modes", default="none,torchft", help=f"two of {', '.join(MODES)}, run side by side")
+    ap.add_argument("--modes", default="none,torchft", help=f"two or more of {', '.join(MODES)}, run side by side")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--loss-gap", action="store_true", help="the loss gap of torchft with the kills against without")
     ap.add_argument("--seeds", default="0,1,2")

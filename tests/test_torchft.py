@@ -20,7 +20,7 @@ import pytest
 
 import goodputlab as gl
 from goodputlab import categories as C
-from goodputlab.distributed.replica_ledger import job_books, job_ledger, recoveries
+from goodputlab.distributed.replica_ledger import job_books, job_ledger, job_per_step, recoveries
 from goodputlab.engine.torchft_supervision import HEARTBEAT_TIMEOUT_MS
 from goodputlab.recovery.control import replica_named
 from conftest import chart_rows
@@ -40,15 +40,15 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _watch(proc: subprocess.Popen, until) -> tuple[dict, set[int], set[int]]:
-    """Follow a live run: (address, port) -> who listened there; the lighthouse's pids; every pid seen."""
-    seen, lighthouses, pids = {}, set(), set()
+def _watch(proc: subprocess.Popen, until) -> tuple[dict, set[int], dict[int, str]]:
+    """Follow a live run: (address, port) -> who listened there; the lighthouse's pids; every pid seen (its command)."""
+    seen, lighthouses, pids = {}, set(), {}
     deadline = time.monotonic() + RUN_LIMIT_S
     while proc.poll() is None and time.monotonic() < deadline and not until():
         listening = listening_sockets()
         for pid in descendants(proc.pid) - {proc.pid}:
             line = cmdline(pid)
-            pids.add(pid)
+            pids.setdefault(pid, line)
             if "torchft_lighthouse" in line:
                 lighthouses.add(pid)
             for inode in socket_inodes(pid):
@@ -105,6 +105,9 @@ def test_a_two_replica_run_with_kills_heals_closes_its_ledger_listens_on_loopbac
     assert set(strips) == {"replica 0", "replica 1"}
     for r in ("0", "1"):  # each strip is that replica's own books, its degraded time in it
         assert strips[f"replica {r}"] == pytest.approx(s["replicas"][r], abs=1e-9)
+    # per_step: each replica's rows; every step survived once per replica at most, and in at least one replica
+    survived = [(r["replica"], r["step"]) for r in gl.load_run(out).per_step() if r["survived"]]
+    assert len(survived) == len(set(survived)) and {step for _, step in survived} == set(range(1000))
     recorded = gl.experiments.in_job.record({"torchft": gl.load_run(out)})["runs"]["torchft"]  # chapter 11's, from the ledger
     for r, timeline in recorded["timelines"].items():
         assert sum(b - a for a, b, c in gl.experiments.in_job.stretches(timeline) if c == C.DEGRADED) == pytest.approx(
@@ -121,39 +124,69 @@ def test_a_two_replica_run_with_kills_heals_closes_its_ledger_listens_on_loopbac
     assert {row["strip"] for row in bars if row["category"] == C.DEGRADED} >= {k for k, b in strips.items() if b[C.DEGRADED] > min_s}
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm-after-a-hot-spare-took-over", "ctrl-c"])
-def test_a_stopped_run_leaves_no_replica_and_no_lighthouse(tmp_path, cli, cli_env, signum):
-    """Ctrl-C while training; SIGTERM once a replica killed at step 30 was handed to a hot spare (a
-    standby replica process, set up beforehand) and healed from its peer, with the next standby waiting."""
+def test_replica_groups_of_two_ranks_each_a_torchrun_job_heal_a_killed_group_and_end_with_one_model(tmp_path, cli, cli_env):
+    """2 groups x 2 ranks (``--group-size 2``): a kill ends a whole group (its torchrun agent and both ranks);
+    the group relaunches as a new torchrun job and each of its ranks heals from the same rank of the peer
+    group. The steps are slowed by sleeping storage (cheap on CPU) so the relaunch heals well before the end."""
     out = tmp_path / "run"
-    spare = ["--hot-spare", "--kill-at-steps", "30"] if signum == signal.SIGTERM else []
-    proc = subprocess.Popen([*cli, "run", *FT_FLAGS, "--steps", "100000", *spare, "--out", str(out)],
+    proc = subprocess.Popen([*cli, "run", *FT_FLAGS, "--group-size", "2", "--steps", "300", "--kill-at-steps", "10",
+                             "--io-latency-ms", "150", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env)
+    try:
+        seen, lighthouses, pids = _watch(proc, lambda: False)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["completed"] and s["failures"] == 1 and s["heals"] == 1, s
+    assert (s["replica_groups"], s["group_size"], s["world_size"]) == (2, 2, 4)
+    assert abs(sum(s["buckets"].values()) - s["wall_s"]) <= 0.01 * s["wall_s"]
+    assert s["buckets"][C.DEGRADED] > 0 and s["buckets"][C.CHECKPOINT_RESTORE] > 0 and s["lost_work_survivors_s"] == 0
+    # both ranks of the relaunched group healed from the peer group, at the same step
+    ranks = out / "ranks"
+    healed = [e for p in ("events-replica1.jsonl", "events-replica1-rank1.jsonl")
+              for e in map(json.loads, (ranks / p).read_text().splitlines()) if e["kind"] == "restored"]
+    assert len(healed) == 2 and healed[0]["step"] == healed[1]["step"] == s["heal_steps"][0], healed
+    # the four ranks ended with the same weights (the summary's hash is set only when every rank's agrees)
+    finishes = [json.loads(line) for p in ranks.glob("events-replica*.jsonl") for line in p.read_text().splitlines()
+                if '"finish"' in line]
+    assert len({f["final_state_sha256"] for f in finishes}) == 1 and len(finishes) >= 4
+    assert s["final_state_sha256"] == finishes[0]["final_state_sha256"]
+    # each group was a torchrun job (an agent and its ranks) and every socket of the run listened on loopback
+    assert sum("torch.distributed.run" in who for who in pids.values()) >= 3, pids  # 2 groups, then the relaunch
+    outside = {a: who for a, who in seen.items() if not ipaddress.ip_address(a[0]).is_loopback}
+    assert lighthouses and not outside, f"listening beyond loopback: {outside}"
+    assert not [p for p in pids if _alive(p)], "a rank, a group's torchrun or the lighthouse outlived the run"
+
+
+def test_a_run_stopped_after_a_hot_spare_took_over_leaves_no_replica_and_no_lighthouse(tmp_path, cli, cli_env):
+    """SIGTERM once a replica killed at step 30 was handed to a hot spare (a standby replica process, set up
+    beforehand) and healed from its peer, with the next standby waiting. (Ctrl-C: the checkpoint test below.)"""
+    out = tmp_path / "run"
+    proc = subprocess.Popen([*cli, "run", *FT_FLAGS, "--steps", "100000", "--hot-spare", "--kill-at-steps", "30", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env)
 
     def logs() -> str:
         return "".join(p.read_text() for p in (out / "ranks").glob("events-replica*.jsonl")) if (out / "ranks").is_dir() else ""
 
-    def ready() -> bool:
-        return '"restored"' in logs() if spare else '"step_end"' in logs()
-
     try:
-        _, lighthouses, pids = _watch(proc, ready)
-        assert ready() and lighthouses, "the run did not start training" + (" and heal a replica from the spare" if spare else "")
+        _, lighthouses, pids = _watch(proc, lambda: '"restored"' in logs())
+        assert '"restored"' in logs() and lighthouses, "the run did not start training and heal a replica from the spare"
         more = descendants(proc.pid) - {proc.pid}  # the pids once training (the next standby among them)
-        proc.send_signal(signum)
+        proc.send_signal(signal.SIGTERM)
         stdout, stderr = proc.communicate(timeout=60)
     finally:
         proc.kill()
     assert proc.returncode != 0
     assert "interrupted" in stderr and "Traceback" not in stderr, stderr
-    assert not [p for p in pids | more if _alive(p)], "a replica, a standby or the lighthouse outlived the run"
+    assert not [p for p in set(pids) | more if _alive(p)], "a replica, a standby or the lighthouse outlived the run"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["stop_reason"].startswith("interrupted")
-    if spare:
-        assert (out / "ranks" / "supervisor.jsonl").read_text().count('"standby_spawned"') >= 2  # the next one waited
-        (recovery,) = summary["recoveries"]
-        assert recovery["hot"] and recovery["heal_s"] is not None and recovery["away_s"] > 0, recovery
-        assert '"activate"' in logs() and summary["heals"] == 1
+    assert (out / "ranks" / "supervisor.jsonl").read_text().count('"standby_spawned"') >= 2  # the next one waited
+    (recovery,) = summary["recoveries"]
+    assert recovery["hot"] and recovery["heal_s"] is not None and recovery["away_s"] > 0, recovery
+    assert '"activate"' in logs() and summary["heals"] == 1
 
 
 def test_without_torchft_a_run_says_how_to_install_it_in_one_line(tmp_path, cli_env):
@@ -195,6 +228,14 @@ def test_the_ledger_books_a_missing_replica_as_degraded_and_its_heal_as_a_restor
     assert ledger.buckets == pytest.approx(b) and ledger.failure_times == [4.0] and ledger.completed
     degraded = [(seg.strip, seg.start, seg.end) for seg in ledger.segments if seg.category == C.DEGRADED]
     assert degraded == [("replica 1", 4.0, 5.0), ("replica 1", 5.0, 7.0)]
+    # per step, per replica (RunResult.per_step of a torchft job): the survivor's two tries of step 1 are one row,
+    # its failed try lost; the victim's cut step 1 lost, its healed launch's step 1 the one that survived
+    rows = {(r["replica"], r["attempt"], r["step"]): r for r in job_per_step(merged, 2)}
+    assert set(rows) == {(0, 0, 0), (0, 0, 1), (1, 0, 0), (1, 0, 1), (1, 1, 1)}
+    assert rows[(0, 0, 1)]["compute_s"] == pytest.approx(1.0 + 4.4) and rows[(0, 0, 1)]["survived"]
+    assert not rows[(1, 0, 1)]["survived"] and rows[(1, 0, 1)]["compute_s"] == pytest.approx(0.5)
+    assert rows[(1, 1, 1)]["survived"] and rows[(1, 1, 1)]["compute_s"] == pytest.approx(1.0)
+    assert rows[(0, 0, 0)]["survived"] and rows[(0, 0, 0)]["compute_s"] == pytest.approx(1.0)
 
 
 def test_a_survivor_keeps_the_gradient_of_a_try_whose_all_reduce_failed():
@@ -216,3 +257,39 @@ def test_a_standby_learns_its_replica_group_from_the_control_pipe():
     assert replica_named(["inject", "replica 3"]) == 3
     with pytest.raises(ValueError, match="replica <r>"):
         replica_named(["go 2"])
+
+
+def test_a_stopped_torchft_run_resumes_from_its_checkpoint_to_the_uninterrupted_runs_weights(tmp_path, cli, cli_env):
+    """``--ckpt-every 10``: one replica group saves every 10 committed steps (booked ``checkpoint_save``); a run
+    stopped with Ctrl-C after its first checkpoint (leaving nothing running) continues with ``--resume``, every group restoring it
+    (booked ``checkpoint_restore``), and ends bit-exact with a run never stopped. Without kills: a kill makes
+    a torchft run's model depend on how many steps trained degraded, which wall time decides
+    (docs/IN_JOB_RECOVERY.md), so two runs with the same kills do not end bit-exact, resumed or not."""
+    flags = ["--nproc", "2", "--fault-tolerance", "torchft", "--threads", "1", "--steps", "40", "--ckpt-every", "10",
+             "--io-latency-ms", "50"]
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    done = subprocess.run([*cli, "run", *flags, "--quiet", "--out", str(whole)], capture_output=True, text=True, env=cli_env, timeout=RUN_LIMIT_S)
+    assert done.returncode == 0, done.stderr
+    proc = subprocess.Popen([*cli, "run", *flags, "--quiet", "--out", str(stopped)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=cli_env)
+    try:  # Ctrl-C once the first checkpoint is committed: nothing of the run may outlive it
+        _, lighthouses, pids = _watch(proc, lambda: any((stopped / "ckpt").glob("step-*")))
+        assert lighthouses, "the run did not start"
+        more = descendants(proc.pid) - {proc.pid}
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode != 0 and "interrupted" in stderr and "Traceback" not in stderr, stderr
+    assert not [p for p in set(pids) | more if _alive(p)], "a replica or the lighthouse outlived the run"
+    first = json.loads((stopped / "summary.json").read_text())
+    assert not first["completed"] and first["checkpoints"] >= 1 and first["stop_reason"] == "interrupted"
+    resumed = subprocess.run([*cli, "run", "--resume", str(stopped), "--quiet"], capture_output=True, text=True, env=cli_env, timeout=RUN_LIMIT_S)
+    assert resumed.returncode == 0, resumed.stderr
+    w, s = (json.loads((d / "summary.json").read_text()) for d in (whole, stopped))
+    assert w["checkpoints"] == 3 and w["buckets"][C.CHECKPOINT_SAVE] > 0  # after steps 10, 20, 30: one group each time
+    assert s["completed"] and s["resumed_from_step"] >= 10 and s["buckets"][C.CHECKPOINT_RESTORE] > 0
+    restored = [e for e in map(json.loads, (stopped / "events.jsonl").read_text().splitlines()) if e["kind"] == "restored"]
+    assert len(restored) == 2 and {e["ckpt_step"] for e in restored} == {s["resumed_from_step"]}  # both groups, no heal
+    assert s["heals"] == 0 and abs(sum(s["buckets"].values()) - s["wall_s"]) <= 0.01 * s["wall_s"]
+    assert s["final_state_sha256"] is not None and s["final_state_sha256"] == w["final_state_sha256"]

@@ -39,6 +39,9 @@ examples:
       2 ranks under torchrun: a failure kills one rank, rank 1 straggles on half its steps
   goodputlab run --emulate-nodes 2 --nproc 1 --kill-node-at-steps 200 --out runs/r7
       2 emulated machines (network namespaces, as root), one of them killed whole after step 200
+  goodputlab run --nproc 2 --group-size 2 --fault-tolerance torchft --ckpt-every 100 --kill-at-steps 100 --out runs/r9
+      in-job recovery: 2 replica groups of 2 ranks (torchrun jobs); a kill takes one group, the other
+      trains on, the killed one relaunches and heals from its peer; one group saves every 100 steps
   goodputlab run --resume runs/r1
       continue a stopped run from its newest valid checkpoint, in the same event log
   goodputlab run --hot-spare --mtbf 8 --failure-mode hang --hang-timeout 2 --out runs/r6

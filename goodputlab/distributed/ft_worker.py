@@ -1,20 +1,27 @@
 """One replica group of an in-job recovery run (``--fault-tolerance torchft``), read top to bottom.
 
 The supervisor (:mod:`goodputlab.engine.torchft_supervision`) starts ``python -m
-goodputlab.distributed.ft_worker`` once per replica group, as a job of one rank, against a
-lighthouse it runs itself. Each replica:
+goodputlab.distributed.ft_worker`` once per replica group, as a job of one rank, or with
+``--group-size R`` of 2 or more as a torchrun job of ``R`` ranks, against a lighthouse it runs
+itself. Each replica group:
 
-1. binds its own TCPStore on loopback (the socket handed over, as :func:`ranks.job_store` does),
-   builds the same model from the same seed, and joins the job through ``torchft.Manager``, its
-   manager server and checkpoint server bound to loopback (:func:`loopback_torchft`);
-2. trains on its slice of every step's global batch (replica ``r`` of ``G`` reads slice ``r``);
-   :func:`average_gradients` averages the gradients over the replicas in the step's
+1. binds its own TCPStore on loopback (the socket handed over, as :func:`ranks.job_store` does; in a
+   group of several ranks, its rank 0's, which its other ranks join with a gloo process group of the
+   group's own), builds the same model from the same seed, and joins the job through one
+   ``torchft.Manager`` per rank (``rank``/``world_size`` inside the group, as torchft's HSDP examples
+   do: rank ``k`` of every group all-reduce together, and the group's manager server, on its rank 0,
+   commits a step only when all its ranks do), its manager server and checkpoint servers bound to
+   loopback (:func:`loopback_torchft`);
+2. trains on its slice of every step's global batch (rank ``k`` of replica ``r``, groups of ``R``
+   ranks, reads slice ``r * R + k`` of ``G * R``); :func:`group_gradient` averages the gradient inside
+   the group (a plain all-reduce, as DDP's), :func:`average_gradients` over the groups in the step's
    quorum, and ``torchft.Optimizer`` steps only when every participant committed;
 3. when relaunched after a failure, heals in its first quorum: fetches the live state from a
    healthy peer and continues from the peer's step (booked as its restore).
 
-Events go to ``ranks/events-replica{R}.jsonl`` (attempt = this replica's launch count); the
-job's ledger is made from them by :mod:`goodputlab.distributed.replica_ledger`.
+Events go to ``ranks/events-replica{R}.jsonl`` (attempt = this replica's launch count; a group's
+other ranks write ``events-replica{R}-rank{k}.jsonl``, read for their final weights only: the group's
+ranks step together); the job's ledger is made from them by :mod:`goodputlab.distributed.replica_ledger`.
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ from ..engine.events import EventWriter
 from .joblog import RANKS_DIR
 
 REPLICA_LOG = "events-replica{replica}.jsonl"
+#: the events of rank ``k`` > 0 of a replica group of several ranks (its rank 0 writes :data:`REPLICA_LOG`, the group's)
+GROUP_RANK_LOG = "events-replica{replica}-rank{rank}.jsonl"
 LOOPBACK = "127.0.0.1"
 #: torchft's timeout for collectives, commits and checkpoint fetches (seconds): a dead peer's
 #: gloo connection resets at once, so this only bounds a peer that hangs.
@@ -101,15 +110,17 @@ class Replica:
 
 
 def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, replicas: int,
-          ready: Replica | None = None) -> dict:
+          ready: Replica | None = None, resume: bool = False) -> dict:
     """Train to ``config.steps`` with the other replica groups; returns what this replica ended with.
-    ``ready``: what a hot spare set up before it was activated (else set up now)."""
+    ``ready``: what a hot spare set up before it was activated (else set up now); ``resume``: this first
+    launch of a ``--resume`` starts from the newest valid checkpoint (:mod:`~goodputlab.distributed.ft_checkpoint`)."""
     import torch
     import torch.distributed as dist
     from torchft import Manager, Optimizer, ProcessGroupGloo
 
     from ..pipeline.loader import BatchRequest
     from ..training.model import count_params, state_sha256
+    from . import ft_checkpoint
     from .binding import listening_socket
     from .sharding import ShardedStepSampler
 
@@ -117,12 +128,15 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, r
     preset, device, dataset = built.preset, built.device, built.dataset
     model, inner_optimizer, scheduler = built.model, built.optimizer, built.scheduler
     batch_size = config.resolved_batch_size()
-    sampler = ShardedStepSampler(len(dataset), batch_size, config.seed, 0, config.steps, replica, replicas)
-
-    sock = listening_socket(LOOPBACK, 0)  # this replica group's own store, on loopback only
-    port = sock.getsockname()[1]
-    store = dist.TCPStore(LOOPBACK, port, 1, True, timedelta(seconds=FT_TIMEOUT_S), master_listen_fd=sock.detach())
-    os.environ.update(MASTER_ADDR=LOOPBACK, MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1")
+    size = config.group_size
+    if size > 1:  # a rank of a torchrun job: the group's store (its rank 0's, on loopback) and process group
+        store, rank, port = group_store()
+    else:
+        sock = listening_socket(LOOPBACK, 0)  # this replica group's own store, on loopback only
+        port, rank = sock.getsockname()[1], 0
+        store = dist.TCPStore(LOOPBACK, port, 1, True, timedelta(seconds=FT_TIMEOUT_S), master_listen_fd=sock.detach())
+        os.environ.update(MASTER_ADDR=LOOPBACK, MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1")
+    sampler = ShardedStepSampler(len(dataset), batch_size, config.seed, 0, config.steps, replica * size + rank, replicas * size)
 
     def state_dict() -> dict:
         return {"model": model.state_dict(), "optim": inner_optimizer.state_dict(), "sched": scheduler.state_dict()}
@@ -137,15 +151,19 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, r
         pg=ProcessGroupGloo(timeout=timedelta(seconds=FT_TIMEOUT_S)), min_replica_size=1,
         load_state_dict=load_state_dict, state_dict=state_dict, use_async_quorum=False, init_sync=False,
         replica_id=f"goodputlab_replica_{replica}", hostname=LOOPBACK, store_addr=LOOPBACK, store_port=port,
+        rank=rank, world_size=size,
         timeout=timedelta(seconds=FT_TIMEOUT_S), quorum_timeout=timedelta(seconds=120),
     )
     optimizer = Optimizer(manager, inner_optimizer)
     events.emit(E.M_WORKER_INFO, device=str(device), params=count_params(model), state_bytes=preset.state_bytes,
-                torch=torch.__version__, pid=os.getpid(), rank=0, world_size=1, replica=replica,
+                torch=torch.__version__, pid=os.getpid(), rank=rank, world_size=size, replica=replica,
                 replicas=replicas, backend="gloo", parallelism="torchft")
 
     if events.attempt == 0:  # the first launch: every replica up before the first quorum
         _wait_for_replicas(run_dir / RANKS_DIR, replica, replicas)
+        if resume:  # every group from the same checkpoint: the first quorum finds them at one step, nobody heals
+            start = ft_checkpoint.restore(run_dir, config, events, built)
+            manager.load_state_dict({"step": start, "batches_committed": start * replicas * size})
     loss_value, first = float("nan"), True
     kept = None  # (step, loss, this replica's gradient, samples) of a try whose all-reduce failed: not computed again
     model.train()
@@ -172,7 +190,7 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, r
             events.emit(E.W_COMPUTE, step=step, participants=manager.num_participants())
             _, loss = model(batch["x"], batch["y"])
             loss.backward()
-            local, samples = local_gradient(model), batch["idx"].tolist()
+            local, samples = group_gradient(model, size), batch["idx"].tolist()
         grad_ready = events.now()
         average_gradients(manager, model, local)  # over the quorum's replicas
         optimizer.step()  # only when every participant committed
@@ -181,6 +199,8 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, r
         if committed:
             scheduler.step()
             loss_value = loss.item()
+            if ft_checkpoint.is_due(config, step + 1) and rank == 0 and manager.participating_rank() == 0:
+                ft_checkpoint.save(run_dir, config, events, built, step + 1, batch_size)  # one group saves
         else:  # from the gradient on, this try waited on a failed all-reduce: the failure's cost, not compute
             events.emit(E.W_SYNC_WAIT, step=step, t=grad_ready, failed=True)
         events.emit(E.W_STEP_END, step=step, loss=loss.item(), committed=committed, grad_kept=not committed,
@@ -192,6 +212,35 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, r
     manager.shutdown(wait=False)
     del store
     return final
+
+
+def group_store():
+    """A rank of a replica group of several ranks (under torchrun): ``(store, rank, port)``, the group's
+    store at ``MASTER_ADDR:MASTER_PORT`` (its rank 0 listens on loopback, :func:`~goodputlab.distributed.ranks.job_store`)
+    and the group's own gloo process group joined over it (the default group: :func:`group_gradient`'s)."""
+    import torch.distributed as dist
+
+    from .ranks import RankEnv, job_store
+
+    env = RankEnv.from_environ()
+    timeout = timedelta(seconds=FT_TIMEOUT_S)
+    store = job_store(env, LOOPBACK, timeout)
+    dist.init_process_group("gloo", store=dist.PrefixStore("goodputlab_group", store), rank=env.rank,
+                            world_size=env.world_size, timeout=timeout)
+    return store, env.rank, int(os.environ["MASTER_PORT"])
+
+
+def group_gradient(model, group_size: int):
+    """:func:`local_gradient`, averaged over the ranks of this replica group (a plain all-reduce inside the
+    group, as DDP's) when it has several: the group's gradient, which :func:`average_gradients` then averages
+    over the groups of the step's quorum. Equal slices make the mean of means the mean over every rank."""
+    local = local_gradient(model)
+    if group_size > 1:
+        import torch.distributed as dist
+
+        dist.all_reduce(local)
+        local /= group_size
+    return local
 
 
 def local_gradient(model):
@@ -268,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--attempt", type=int, default=None, help="this replica's launch, from 0 (not for --standby)")
     p.add_argument("--standby", action="store_true", help="a hot spare: set up, then wait on --control-fd for a replica to take over")
     p.add_argument("--control-fd", type=int, default=None, help="the supervisor's control pipe (recovery.control)")
+    p.add_argument("--resume", action="store_true", help="start from the run's newest valid checkpoint (a first launch)")
     args = p.parse_args(argv)
     _die_with_parent()
     config = RunConfig.from_dict(json.loads(read_regular(args.run_dir / "config.json", 1 << 20)))
@@ -280,12 +330,14 @@ def main(argv: list[str] | None = None) -> int:
             os._exit(0)
         train(config, args.run_dir, events, replica, args.replicas, ready)
     else:
-        events = EventWriter(args.run_dir / RANKS_DIR / REPLICA_LOG.format(replica=args.replica), args.t0, args.attempt)
+        rank = int(os.environ.get("RANK", "0")) if config.group_size > 1 else 0  # torchrun's, in a group of several
+        log = REPLICA_LOG.format(replica=args.replica) if rank == 0 else GROUP_RANK_LOG.format(replica=args.replica, rank=rank)
+        events = EventWriter(args.run_dir / RANKS_DIR / log, args.t0, args.attempt)
         if args.attempt > 0 and config.restart_delay > 0:
             events.emit(E.SUP_RESTART_DELAY)  # emulated rescheduling, before this launch starts
             time.sleep(config.restart_delay)
         events.emit(E.W_INIT, rank=args.replica, world_size=args.replicas, pid=os.getpid(), host=socket.gethostname())
-        train(config, args.run_dir, events, args.replica, args.replicas)
+        train(config, args.run_dir, events, args.replica, args.replicas, resume=args.resume and args.attempt == 0)
     events.close()
     sys.stdout.flush()
     os._exit(0)  # skip the interpreter's slow teardown of torch

@@ -308,6 +308,9 @@ def check_scale_out(config) -> None:
         _recovery_settings_under_torchrun(config)
     if config.fault_tolerance == "torchft":
         _torchft_settings(config)
+    else:
+        check(config.group_size == 1, "group_size", config.group_size,
+              "1 without --fault-tolerance torchft (replica groups are torchft's; torchrun's --nproc ranks are one group)")
     if config.ckpt_jit:  # a healthy rank saves the whole state alone: DDP replicas, a peer to survive
         check(world > 1 and config.fault_tolerance == "none", "ckpt_jit", True,
               "only for a job of 2 or more ranks under torchrun with --fault-tolerance none (a healthy rank saves "
@@ -346,15 +349,29 @@ def _emulated_nodes_settings(config) -> None:
 
 
 def _torchft_settings(config) -> None:
-    """What an in-job recovery run (``--fault-tolerance torchft``) supports: replica groups of one rank
-    on this machine's CPU, batches read in the training process, no periodic checkpoints (the live
-    state is in the replicas), no injected stragglers."""
+    """What an in-job recovery run (``--fault-tolerance torchft``) supports: ``nproc`` replica groups of
+    ``group_size`` ranks (a group of 2 or more is a torchrun job of its own, started cold after a failure:
+    a hot spare is one process) on this machine's CPU, the global batch split evenly over every rank,
+    batches read in the training process, ``sync`` checkpoints every ``--ckpt-every`` steps (one group
+    saves, :mod:`~goodputlab.distributed.ft_checkpoint`), no injected stragglers."""
     need = "with --fault-tolerance torchft"
     check(config.nproc >= 2, "nproc", config.nproc, f"2 or more replica groups {need}")
     check(config.nnodes == 1, "nnodes", config.nnodes, f"1 {need} (replica groups on this machine only)")
-    check(config.launcher == "auto", "launcher", config.launcher, f"auto {need} (each replica group is one rank)")
+    check(config.launcher == "auto", "launcher", config.launcher,
+          f"auto {need} (a group of one rank is one process, a group of --group-size 2 or more a torchrun job)")
+    ranks = config.nproc * config.group_size
+    batch = config.resolved_batch_size()
+    fits = [r for r in range(1, batch // config.nproc + 1) if batch % (config.nproc * r) == 0]
+    check(batch % ranks == 0, "group_size", config.group_size,
+          f"ranks per group that split the batch of {batch} sequences evenly over {config.nproc} groups "
+          f"({', '.join(map(str, fits[:12]))})")
+    check(not (config.hot_spare and config.group_size > 1), "hot_spare", True,
+          f"off with --group-size {config.group_size} (a standby is one process: a group of several ranks relaunches cold)")
     check(config.device in ("auto", "cpu"), "device", config.device, f"cpu or auto {need} (gloo on CPU)")
-    check(config.ckpt_every == 0 and config.ckpt_every_s is None, "ckpt_every", config.ckpt_every,
-          f"0 {need} (periodic checkpoints of a torchft run are not implemented: the replicas hold the live state)")
+    check(config.ckpt_every != "auto", "ckpt_every", config.ckpt_every,
+          f"a whole number of steps {need} (0: none; one replica group saves every N committed steps)")
+    check(config.ckpt_every_s is None, "ckpt_every_s", config.ckpt_every_s, f"not given {need} (--ckpt-every N steps)")
+    check(config.ckpt == "sync", "ckpt", config.ckpt,
+          f"sync {need} (one replica group saves its whole state; the others wait in the next quorum)")
     check(config.workers == 0, "workers", config.workers, f"0 {need} (each replica builds its batch in its own process)")
     check(config.straggler_prob == 0, "straggler_prob", config.straggler_prob, f"0 {need}")

@@ -183,7 +183,9 @@ def survivor_quorum_waits(supervisor: list[dict], replicas: dict[int, list[dict]
     next committed step: the survivors wait there until the lighthouse drops the dead group (its
     heartbeat timeout), or until a hot spare joins in its place. Booked ``straggler_wait`` like any
     quorum; a quorum with every group up takes about a millisecond here, so this is nearly all the
-    failure's cost to the survivors besides their uncommitted step."""
+    failure's cost to the survivors besides their uncommitted step. The next committed step is the first
+    one whose quorum began after the kill: a step in flight whose all-reduce the killed group had already
+    joined commits without it, and its survivors meet the dead group's absence only in the quorum after."""
     waits = []
     for e in supervisor:
         if e["kind"] != E.SUP_FAILURE or "replica" not in e:
@@ -192,10 +194,12 @@ def survivor_quorum_waits(supervisor: list[dict], replicas: dict[int, list[dict]
             if r == e["replica"]:
                 continue
             phases = [x for x in evs if x["kind"] in E.PHASES or x["kind"] == E.W_STEP_END]
-            waited = 0.0
+            waited, quorum_after = 0.0, False
             for x, after in zip(phases, phases[1:]):
-                if x["kind"] == E.W_STEP_END and x["t"] > e["t"] and x.get("committed", True):
+                if x["kind"] == E.W_STEP_END and x["t"] > e["t"] and x.get("committed", True) and quorum_after:
                     break
+                if x["kind"] == E.W_SYNC_WAIT and x["t"] > e["t"] and not x.get("failed"):
+                    quorum_after = True
                 if x["kind"] == E.W_SYNC_WAIT and after["t"] > e["t"]:
                     waited += after["t"] - max(x["t"], e["t"])
             waits.append(waited)
@@ -238,3 +242,30 @@ def job_ledger(events: Iterable[dict], groups: int) -> Ledger:
     end = next((e for e in reversed(supervisor) if e["kind"] == E.SUP_END), None)
     failures = [e["t"] for e in supervisor if e["kind"] == E.SUP_FAILURE]
     return Ledger(segments, wall, buckets, failures, bool(end and end.get("completed")))
+
+
+_STEP_PARTS = {E.W_DATA_WAIT: "data_wait_s", E.W_COMPUTE: "compute_s", E.W_SYNC_WAIT: "sync_wait_s"}
+
+
+def job_per_step(events: Iterable[dict], groups: int) -> list[dict]:
+    """A torchft job's rows per step execution, each replica group's own (what ``RunResult.per_step`` gives
+    for one): ``replica``, ``attempt`` (its launch), ``step``, the seconds of its ``data_wait``, ``compute``
+    and ``sync_wait`` (the quorum and a failed all-reduce) as its timeline books them, the committed
+    ``loss``, and ``survived``: its compute was booked ``productive`` (committed, not thrown away). The
+    tries of one step within a launch are one row (a retry reduces the kept gradient again). Sorted by
+    replica, launch and step."""
+    supervisor, replicas = split_job_log(sorted(events, key=lambda e: e["t"]))
+    wall, timelines = _timelines(supervisor, replicas, groups)
+    losses = {(r, e["attempt"], e["step"]): e.get("loss") for r, evs in replicas.items() for e in evs
+              if e["kind"] == E.W_STEP_END and e.get("committed", True)}
+    rows: dict[tuple[int, int, int], dict] = {}
+    for r, stretches in timelines.items():
+        for s in stretches:
+            part = _STEP_PARTS.get(s.kind)
+            if part is None or s.step is None or s.category in (C.DEGRADED, C.STARTUP):
+                continue
+            row = rows.setdefault((r, s.attempt, s.step), {"replica": r, "attempt": s.attempt, "step": s.step, "data_wait_s": 0.0,
+                                                             "compute_s": 0.0, "sync_wait_s": 0.0, "survived": False})
+            row[part] += s.end - s.start
+            row["survived"] |= s.kind == E.W_COMPUTE and s.category == C.PRODUCTIVE
+    return [{**row, "loss": losses.get(key)} for key, row in sorted(rows.items())]

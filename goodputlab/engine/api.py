@@ -107,7 +107,12 @@ class RunResult:
         return RunConfig.from_dict(self.summary["config"])
 
     def per_step(self) -> list[dict[str, Any]]:
-        """One row per step execution (data wait, compute, loss, survived)."""
+        """One row per step execution (data wait, compute, loss, survived); a torchft job's per replica group
+        (each row names its ``replica``: :func:`goodputlab.distributed.replica_ledger.job_per_step`)."""
+        if self.summary.get("fault_tolerance") == "torchft":
+            from ..distributed.replica_ledger import job_per_step
+
+            return job_per_step(self.events, int(self.summary["replica_groups"]))
         if self._events is None and self.recording is not None:
             return self.recording.per_step()
         return per_step(self.events)

@@ -214,6 +214,11 @@ class RunConfig:
         "train on while a failed one relaunches and heals from a peer (pip install 'goodputlab[ft]')",
         validate.Choice(launch.FAULT_TOLERANCE), "distributed", "MODE",
     )
+    group_size: int = setting(
+        1, "with --fault-tolerance torchft: ranks in each replica group; more than 1 makes each group a torchrun job of "
+        "this many ranks, data-parallel inside the group and joined across groups by torchft",
+        validate.Whole(1, launch.MAX_NPROC, unit="ranks"), "distributed", "R",
+    )
     emulate_nodes: int = setting(
         0, "emulate this many machines on this one, each in a network namespace of its own on a private bridge, "
         "--nproc ranks each (needs root or CAP_NET_ADMIN; docs/DISTRIBUTED.md)",

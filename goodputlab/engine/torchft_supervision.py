@@ -1,7 +1,8 @@
 """Supervision of an in-job recovery run (``--fault-tolerance torchft``, docs/IN_JOB_RECOVERY.md).
 
 The supervisor starts torchft's lighthouse on loopback and ``nproc`` replica groups, each a job of
-one rank (:mod:`goodputlab.distributed.ft_worker`). A failure (a ``--kill-at-steps`` kill, or a
+one rank (:mod:`goodputlab.distributed.ft_worker`), or with ``--group-size R`` of 2 or more a torchrun
+job of ``R`` ranks of its own (its rendezvous a private file, its sockets on loopback). A failure (a ``--kill-at-steps`` kill, or a
 Poisson failure at each replica's ``--mtbf``) SIGKILLs one replica group; the others train on
 without it, and the supervisor relaunches it at once: cold (a new process), or with ``--hot-spare``
 by handing it to a standby replica process that set itself up beforehand (:mod:`goodputlab.recovery.spare`'s
@@ -31,7 +32,7 @@ from .launch import WorkerCrashed, worker_env
 from .run_dir import RunDir
 from ..errors import ConfigError
 from ..safe_io import write_atomic
-from .supervision import POLL_S, Progress, budget_reason, poisson_failure_rng
+from .supervision import POLL_S, Progress, budget_reason, check_resume, newest_valid_step, poisson_failure_rng
 from .torchrun_supervision import TorchrunSupervision, start_job_folder
 
 #: What a run asking for torchft without it installed is told (one line, exit 2).
@@ -96,9 +97,11 @@ class TorchftSupervision:
         if self.lighthouse_bin is None:
             raise ConfigError("fault_tolerance", config.fault_tolerance, INSTALL_HINT)
         if resume:
-            raise ConfigError("fault_tolerance", config.fault_tolerance, "none with --resume (a torchft run keeps no checkpoints to resume)")
-        config, self.t0, self.ev = start_job_folder(config, run_dir, keep_checkpoints=False, reserve=False,
+            check_resume(run_dir.path, config)  # refuse a configuration that does not match the run's checkpoints
+        config, self.t0, self.ev = start_job_folder(config, run_dir, keep_checkpoints=resume, reserve=False,
                                                     announce=announce, on_each=f"{config.nproc} torchft replica groups")
+        #: the step every group's first launch restores (distributed.ft_checkpoint), 0: from the start
+        self.resume_step = newest_valid_step(run_dir.path, config) if resume else 0
         self.config, self.run_dir, self.progress, self.python = config, run_dir, progress, python
         self.out = run_dir.path
         self.groups = config.nproc
@@ -114,6 +117,7 @@ class TorchftSupervision:
         self.failures, self.completed, self.reason = 0, False, ""
         self.logs: dict[int, Path] = {}  # each replica's current process's output
         self.controls: list = []  # the control pipes of standbys that took over a replica
+        self.rdzv_files: dict[int, str] = {}  # each group of several ranks' torchrun rendezvous file
         self.spare = None
         if config.hot_spare:
             from ..recovery.spare import HotSpare
@@ -170,15 +174,45 @@ class TorchftSupervision:
                 "--replicas", str(self.groups), *args]
 
     def launch(self, replica: int) -> None:
-        """Start replica ``replica``'s next launch (its own session, killed with us)."""
+        """Start replica ``replica``'s next launch (its own session, killed with us): one process, or
+        with ``--group-size`` of 2 or more a torchrun job of that many ranks (:meth:`_group_launch`)."""
         attempt = self.attempts[replica]
         self.logs[replica] = self.out / "logs" / f"replica{replica}-attempt{attempt}.log"
+        resume = ["--resume"] if attempt == 0 and self.resume_step > 0 else []
+        command, env = self._command("--replica", str(replica), "--attempt", str(attempt), *resume), self._env()
+        if self.config.group_size > 1:
+            command, env = self._group_launch(replica, command, env)
         with open(self.logs[replica], "wb") as log:
             self.procs[replica] = subprocess.Popen(
-                self._command("--replica", str(replica), "--attempt", str(attempt)),
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self._env(), start_new_session=True,
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
             )
         self._follow_replica(replica)
+
+    def _group_launch(self, replica: int, command: list[str], env: dict) -> tuple[list[str], dict]:
+        """The torchrun job of replica group ``replica``'s ranks: ``command`` (the one-process command)
+        under ``torch.distributed.run``, its rendezvous in a private file of this launch, its ranks'
+        store and gloo sockets on loopback (:func:`~goodputlab.distributed.binding.listen_env`)."""
+        from ..distributed.binding import LOOPBACK, listen_env
+        from ..distributed.launch import TorchrunLaunch
+        from ..distributed.launcher import rendezvous_file
+
+        self._remove_rdzv_file(replica)
+        self.rdzv_files[replica] = rendezvous_file()
+        launch = TorchrunLaunch(nproc=self.config.group_size, rdzv_id=f"goodputlab-replica{replica}",
+                                rdzv_timeout_s=self.config.rdzv_timeout)
+        module_at = command.index("-m") + 1
+        torchrun = launch.command(self.python, command[module_at], command[module_at + 1:], rdzv_file=self.rdzv_files[replica])
+        for name in ("MASTER_ADDR", "RANK", "WORLD_SIZE", "LOCAL_RANK"):
+            env.pop(name, None)  # torchrun's, for each rank
+        return torchrun, {**env, **listen_env(LOOPBACK)}
+
+    def _remove_rdzv_file(self, replica: int) -> None:
+        path = self.rdzv_files.pop(replica, None)
+        if path is not None:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
 
     def _follow_replica(self, replica: int) -> None:
         from ..distributed.ft_worker import REPLICA_LOG
@@ -304,6 +338,8 @@ class TorchftSupervision:
         for proc in self.procs.values():
             _kill_session(proc)
         self.procs.clear()
+        for replica in list(self.rdzv_files):
+            self._remove_rdzv_file(replica)
         if self.spare is not None:
             self.spare.close()
         for control in self.controls:
@@ -325,7 +361,7 @@ class TorchftSupervision:
         self.run_dir.remove_temporaries()
         self.ev.emit(E.SUP_TEARDOWN)
         self.ev.emit(E.SUP_END, completed=self.completed, reason=self.reason,
-                     resume_step=self.config.steps if self.completed else 0)
+                     resume_step=self.config.steps if self.completed else newest_valid_step(self.out, self.config))
         self.ev.close()
         replicas = {}
         for r in range(self.groups):
@@ -339,26 +375,28 @@ class TorchftSupervision:
         write_atomic(self.out / "events.jsonl", b"".join(E.event_line(e["t"], e["attempt"], e["step"], e["kind"], {
             k: v for k, v in e.items() if k not in ("t", "attempt", "step", "kind")}) for e in merged))
         finishes = {r: next((e for e in reversed(evs) if e["kind"] == E.M_FINISH), None) for r, evs in replicas.items()}
-        hashes = {f["final_state_sha256"] for f in finishes.values() if f}
+        hashes = {f["final_state_sha256"] for f in finishes.values() if f} | _group_rank_hashes(self.out, self.groups, self.config.group_size)
         heals = [e for evs in replicas.values() for e in evs if e["kind"] == E.M_RESTORED and e["attempt"] > 0]
         summary = {
             **books,
             "fault_tolerance": "torchft",
             "launcher": "torchft",
-            "world_size": self.groups,
+            "world_size": self.groups * self.config.group_size,
             "replica_groups": self.groups,
+            "group_size": self.config.group_size,
             "failures": self.failures,
             "heals": len(heals),
             "heal_steps": [e["ckpt_step"] for e in heals],
             "recoveries": recoveries(supervisor, replicas),
             "survivor_quorum_waits_s": survivor_quorum_waits(supervisor, replicas),
-            "checkpoints": 0,  # the replicas hold the live state (periodic checkpoints: not implemented here)
+            "checkpoints": sum(1 for evs in replicas.values() for e in evs if e["kind"] == E.M_CKPT_COMMIT),  # one group saves
+            "resumed_from_step": self.resume_step,
             "steps_completed": self.config.steps if self.completed else self.state.steps_done,
             "steps_executed": sum(1 for evs in replicas.values() for e in evs if e["kind"] == E.W_COMPUTE),
             "completed": self.completed,
             "stop_reason": self.reason,
             "final_loss": finishes[0]["final_loss"] if finishes.get(0) else None,
-            "final_state_sha256": hashes.pop() if len(hashes) == 1 else None,  # every replica ends with one model
+            "final_state_sha256": hashes.pop() if len(hashes) == 1 else None,  # every rank of every group ends with one model
             "threads": self.config.threads,
             "config": self.config.to_dict(),
         }
@@ -377,17 +415,53 @@ class _SpareLog:
 
 
 def _kill_session(proc: subprocess.Popen) -> None:
-    """SIGKILL ``proc``'s session (it leads it: ``start_new_session``) and reap it."""
+    """SIGKILL ``proc``'s session (it leads it: ``start_new_session``) and the sessions its children lead
+    (a group's torchrun starts each rank in a session of its own), and reap it."""
     if proc.poll() is not None:  # reaped: its pid may belong to another process now
         return
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    children = _children(proc.pid)  # read while it lives: its children cannot be reparented yet
+    for pid in (proc.pid, *children):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass  # a child that leads no session of its own dies with proc's (or of PR_SET_PDEATHSIG)
     try:
         proc.wait(STOP_WAIT_S)
     except subprocess.TimeoutExpired:
         pass
+
+
+def _group_rank_hashes(out: Path, groups: int, size: int) -> set[str]:
+    """The final weights' hashes of the ranks after the first of each replica group (their own logs)."""
+    from ..distributed.ft_worker import GROUP_RANK_LOG
+    from ..distributed.joblog import RANKS_DIR
+
+    found = set()
+    for r in range(groups):
+        for k in range(1, size):
+            try:
+                evs = read_events(out / RANKS_DIR / GROUP_RANK_LOG.format(replica=r, rank=k))
+            except FileNotFoundError:
+                continue
+            last = next((e for e in reversed(evs) if e["kind"] == E.M_FINISH), None)
+            found |= {last["final_state_sha256"]} if last else set()
+    return found
+
+
+def _children(pid: int) -> list[int]:
+    """The live children of process ``pid`` (``/proc/PID/task/*/children``)."""
+    found = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                found += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return found
 
 
 def _reason(exc: BaseException) -> str:

@@ -1,0 +1,65 @@
+"""Periodic checkpoints of an in-job recovery run (``--fault-tolerance torchft --ckpt-every K``) and its ``--resume``.
+
+In-job recovery needs no checkpoint while one replica group lives: a relaunched group heals from a
+peer. A checkpoint is for the rest: a run stopped on purpose (Ctrl-C, SIGTERM), or one where every
+group died at once (the machine, the lighthouse), continues with ``--resume`` from the newest valid one.
+
+Who saves: after every ``K``-th committed step, one replica group, the first participant of the step's
+quorum (``Manager.participating_rank() == 0``), on its rank 0 only. After a committed step every group
+holds the same model, optimizer and schedule (that is torchft's invariant: a step commits on every
+participant or on none), so one copy is the whole state and ``G`` copies would only multiply the writes
+by ``G``; torchft's own guidance is likewise one checkpoint per replica group, not per replica. The
+saving group's time is booked ``checkpoint_save``; the others wait for it in the next quorum
+(``straggler_wait``). The format is the one-process engine's (:func:`~goodputlab.checkpoints.state.capture_state`,
+committed atomically with a manifest by :class:`~goodputlab.checkpoints.store.CheckpointStore`), the RNG
+states the saver's: every group draws the same dropout masks from the same seed, step by step.
+
+On ``--resume`` every group's first launch loads the newest valid checkpoint (booked
+``checkpoint_restore``) and sets its manager's step to it, so the first quorum finds every group at
+that step and nobody heals; a group relaunched later in the run heals from a peer as always.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..engine import events as E
+
+CKPT_DIR = "ckpt"
+
+
+def is_due(config, step_done: int) -> bool:
+    """Is a checkpoint due after ``step_done`` committed steps (``--ckpt-every``; none after the last)?"""
+    k = config.ckpt_every
+    return isinstance(k, int) and k > 0 and step_done % k == 0 and step_done < config.steps
+
+
+def save(run_dir: Path, config, events, built, step_done: int, batch_size: int) -> None:
+    """Save the state after ``step_done`` steps (this group is the saver): ``ckpt_save``, then ``ckpt_commit``."""
+    from ..checkpoints.state import capture_state
+    from ..checkpoints.store import CheckpointStore
+
+    events.emit(E.W_CKPT_SAVE, step=step_done)
+    state = capture_state(built.model, built.optimizer, built.scheduler, step_done, {"batch_size": batch_size})
+    path = CheckpointStore(run_dir / CKPT_DIR, config.keep).save(state, step_done)
+    events.emit(E.M_CKPT_COMMIT, ckpt_step=step_done, tier="disk", path=str(path))
+
+
+def restore(run_dir: Path, config, events, built) -> int:
+    """Load the newest valid checkpoint into ``built`` (booked ``restore``); its step, or 0 when none loads.
+    A damaged one is skipped (``ckpt_invalid``) for the next older one."""
+    from ..checkpoints.state import apply_state, check_training_state
+    from ..checkpoints.store import CheckpointStore
+
+    events.emit(E.W_RESTORE, step=0)
+    store = CheckpointStore(run_dir / CKPT_DIR, config.keep)
+    found = store.load_newest_valid(
+        on_invalid=lambda c, why: events.emit(E.M_CKPT_INVALID, ckpt_step=c.step, tier="disk", reason=why),
+        accept=lambda c, state: check_training_state(state, c.step, built.model, built.optimizer),
+    )
+    if found is None:
+        return 0
+    checkpoint, state = found
+    step = apply_state(state, built.model, built.optimizer, built.scheduler)
+    events.emit(E.M_RESTORED, step=step, ckpt_step=step, source="disk", path=str(checkpoint.path))
+    return step
