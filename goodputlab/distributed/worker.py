@@ -56,7 +56,7 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
     from .sharding import ShardedStepSampler
     from .straggler import Straggler
 
-    skip_compiler_import()  # a rank never compiles: its AdamW need not import TorchDynamo (DDP may still)
+    skip_compiler_import()  # a rank never compiles: its AdamW need not import TorchDynamo (DDP imports it anyway)
     preset = PRESETS[config.model]
     rank = ranks.setup(config.device, env)
     device = rank.device
