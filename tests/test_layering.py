@@ -129,6 +129,7 @@ PURE_LAYERS = {0, 1, 2}
 TORCH_MODULES = {
     "goodputlab.training.model",
     "goodputlab.training.objects",
+    "goodputlab.training.eager",
     "goodputlab.pipeline.loader",
     "goodputlab.pipeline.prefetch",
     "goodputlab.checkpoints.snapshot",

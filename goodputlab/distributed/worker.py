@@ -49,12 +49,14 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
     from ..pipeline.loader import SlowStorageDataset, data_file, make_loader
     from ..pipeline.prefetch import DevicePrefetcher, device_batches
     from ..training.model import count_params
+    from ..training.eager import skip_compiler_import
     from ..training.objects import build_training, make_deterministic
     from ..training.workload import PRESETS
     from . import parallel, ranks, sharded
     from .sharding import ShardedStepSampler
     from .straggler import Straggler
 
+    skip_compiler_import()  # a rank never compiles: its AdamW need not import TorchDynamo (DDP imports it anyway)
     preset = PRESETS[config.model]
     rank = ranks.setup(config.device, env)
     device = rank.device

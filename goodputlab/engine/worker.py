@@ -57,10 +57,12 @@ def set_up(config: RunConfig, run_dir: Path, events) -> Run:
     from ..checkpoints.store import CheckpointStore
     from ..pipeline.loader import SlowStorageDataset, data_file
     from ..training.model import count_params
+    from ..training.eager import skip_compiler_import
     from ..training.objects import build_training, make_deterministic, resolve_device
     from ..training.threads import choose_threads
     from ..training.workload import PRESETS
 
+    skip_compiler_import()  # a worker never compiles: building and stepping AdamW need not import TorchDynamo
     preset = PRESETS[config.model]
     device = resolve_device(config.device)
     # the supervisor chose the count (config.threads); a run trained in this process without one gets
