@@ -131,6 +131,7 @@ class TimelineBins:
         self.min_s = min_s
         self.out: list = []  # a kept segment: [start, end, category, attempt, kind, step, lane]; a bin: _Bin
         self.open: dict[tuple[str, int], _Bin] = {}  # (lane, attempt) -> the bin still gathering
+        self.last: _Bin | None = None  # the bin opened last
 
     def add(self, start: float, end: float, category: str | None, attempt: int, kind: str,
             step: int | None = None, lane: str = "") -> None:  # fmt: skip
@@ -143,9 +144,19 @@ class TimelineBins:
         if b is not None and b.end == start and end - b.start <= self.min_s:
             b.add(start, end, category, kind, step)
             return
-        b = self.open[(lane, attempt)] = _Bin(start, attempt, lane)
+        b = self.open[(lane, attempt)] = self.last = _Bin(start, attempt, lane)
         b.add(start, end, category, kind, step)
         self.out.append(b)
+
+    def visit(self, ev: tuple, start: float, end: float | None, category: str | None) -> None:
+        """:meth:`add` a fold's phase (a fold's ``visit``): the bin it extends found without a look-up."""
+        if end is None or end <= start:
+            return
+        b = self.last
+        if b is not None and b.end == start and end - b.start <= self.min_s and b.attempt == ev[1] and not b.lane:
+            b.add(start, end, category, ev[3], ev[2])  # short (the bin's span holds it) and next to it
+            return
+        self.add(start, end, category, ev[1], ev[3], ev[2])
 
     def segments(self, survives: Callable[[int, int], bool] | None = None, t0: float = 0.0) -> list[Segment]:
         """The segments, times less ``t0``; ``survives(attempt, step)`` decides a compute's category."""
@@ -235,9 +246,7 @@ class _Segments:
         self.bins = TimelineBins(self.min_s)
 
     def __call__(self, ev: tuple, start: float, end: float | None, category: str | None) -> None:
-        if end is None or end <= start:
-            return
-        self.bins.add(start, end, category, ev[1], ev[3], ev[2])
+        self.bins.visit(ev, start, end, category)
 
     def segments(self, done: Folded) -> list[Segment]:
         return self.bins.segments(done.survival.survives, done.t_start)
