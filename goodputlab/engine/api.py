@@ -10,7 +10,7 @@ import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from .config import RunConfig
 from ..errors import RunFileError
@@ -21,7 +21,9 @@ from .recording import Recording
 from .report import breakdown_table
 from ..recovery.modes import restart_warning
 from ..safe_io import UnsafeFileError, read_regular
-from .supervisor import Progress, run_supervised
+
+if TYPE_CHECKING:
+    from .supervisor import Progress
 
 SUMMARY_MAX_BYTES = 64 << 20
 TIMELINE_SEGMENTS = 4000  # a recording's timeline: segments shorter than wall / this are merged by bins
@@ -191,6 +193,8 @@ def run(
     else:
         callback = progress
     try:
+        from .supervisor import run_supervised  # when running: loading a run needs none of it
+
         summary = run_supervised(config, out, progress=callback, resume=resume, announce=announce)
     finally:
         if bar is not None:
