@@ -4,12 +4,14 @@ from collections import defaultdict
 
 import pytest
 
+import goodputlab as gl
+
 from goodputlab import categories as C
 from goodputlab import charts
 from goodputlab.engine.ledger import Ledger, Segment, build_ledger
 
 from conftest import chart_rows
-from test_ledger import ONE_FAILURE
+from test_ledger import ONE_FAILURE, _tiny_steps_log
 
 
 def test_timeline_shows_every_attempt_and_each_failure():
@@ -41,6 +43,30 @@ def test_long_runs_are_drawn_with_fewer_marks_but_the_same_span():
     bars = [r for r in rows if "category" in r]
     assert len(bars) < 1000
     assert sum(r["seconds"] for r in bars) == pytest.approx(t, rel=1e-3)
+    # half-pixel bins, each drawn as the category that holds most of it: the 9 ms compute, not the
+    # first data wait (merging into the segment before, the whole chain took its colour)
+    drawn = defaultdict(float)
+    for r in bars:
+        drawn[r["category"]] += r["seconds"]
+    assert drawn[C.PRODUCTIVE] > 0.99 * t
+
+
+def test_a_recordings_long_run_of_tiny_steps_is_drawn_in_the_colours_of_its_steps(tmp_path):
+    """The chart merges a recording's timeline (already merged at wall / 4000) again at half a pixel,
+    by the same rule (test_ledger.py: test_a_long_run_of_tiny_steps_is_drawn_in_the_colours_of_its_steps)."""
+    _tiny_steps_log(tmp_path / "run")
+    run = gl.load_run(tmp_path / "run")
+    booked, wall = run.summary["buckets"], run.summary["wall_s"]
+    bars = [r for r in chart_rows(run.timeline_chart()) if "category" in r]
+    assert {r["strip"] for r in bars} == {"attempt 0", "attempt 1"} and len(bars) < 2 * 680 * 2 + 20
+    drawn = defaultdict(float)
+    for r in bars:
+        drawn[r["category"]] += r["seconds"]
+    half_px = wall / 680 / 2
+    for cat in (C.STARTUP, C.RESTART, C.CHECKPOINT_SAVE):  # wide: at most a bin or two apart (rows rounded to 0.1 ms)
+        assert drawn[cat] == pytest.approx(booked[cat], abs=2 * half_px + 1e-3), cat
+    for cat in (C.PRODUCTIVE, C.LOST_WORK):  # compute holds 2/3 of every step
+        assert booked[cat] - 2 * half_px <= drawn[cat] <= booked[cat] * 0.45 / 0.3 + 4 * half_px, cat
 
 
 def test_breakdown_shares_add_up_per_run():

@@ -8,6 +8,7 @@ import pty
 import signal
 import struct
 import subprocess
+import sys
 import termios
 import time
 from pathlib import Path
@@ -232,6 +233,36 @@ def test_every_flag_reaches_its_field():
         assert config_from(args) == wanted
     assert given == {f.name for f in flag_fields()}  # every flag was given a value of its own in one of them
     assert config_from(build_parser().parse_args(["run"])) == RunConfig()  # no flag: every default
+
+
+def test_help_lists_every_command_as_the_modules_add_them(capsys):
+    from goodputlab.cli import COMMANDS
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert list(sub.choices) == [c for commands in COMMANDS.values() for c in commands]
+    with pytest.raises(SystemExit) as done:  # a help text with a % in it once broke this
+        main(["--help"])
+    assert done.value.code == 0
+    assert "from B% to A%" in capsys.readouterr().out
+
+
+def test_a_command_imports_only_its_own_module(tmp_path):
+    """``goodputlab report`` loads neither the theory nor the other commands' modules (nor torch)."""
+    import goodputlab as gl
+
+    with gl.Recorder(tmp_path / "rec", total_steps=2) as rec:
+        for step in range(2):
+            with rec.step(step) as s:
+                s.loss = 1.0
+    code = (
+        "import sys\nfrom goodputlab.cli import main\n"
+        f"assert main(['report', {str(tmp_path / 'rec')!r}]) == 0\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(('goodputlab.cli.', 'goodputlab.theory', 'torch')))\n"
+        "assert loaded == ['goodputlab.cli.common', 'goodputlab.cli.report'], loaded\n"
+        "from goodputlab.cli import FLAGS\nassert FLAGS['duration_s'] == '--days'\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
 
 
 def test_bare_goodputlab_lists_the_commands(capsys):

@@ -1,9 +1,16 @@
 """The ledger on hand-written event logs, where every expected second is known."""
 
+from collections import defaultdict
+
 import pytest
 
+import goodputlab as gl
 from goodputlab import categories as C
-from goodputlab.engine.ledger import build_ledger, per_step, summarize, surviving_executions, surviving_samples
+from goodputlab.engine import events as E
+from goodputlab.engine.api import TIMELINE_SEGMENTS
+from goodputlab.engine.ledger import (
+    TimelineBins, build_ledger, per_step, summarize, surviving_executions, surviving_samples,
+)  # fmt: skip
 
 
 def ev(t, kind, attempt=0, step=None, **kw):
@@ -124,6 +131,87 @@ def test_coalesced_segments_keep_the_total():
     merged = ledger.coalesced()
     assert len(merged) < len(ledger.segments)
     assert sum(s.duration for s in merged) == pytest.approx(ledger.wall_s)
+
+
+def _tiny_steps_log(path, steps=8_000, kill_at=5_200, every=2_000):
+    """A recorder's log: 1 s start-up, then steps of 0.1 ms data wait, 0.3 ms compute and 0.05 ms
+    bookkeeping, a 20 ms save every ``every`` steps, killed after step ``kill_at``; the restart (1 s)
+    resumes from the last save. Every phase of a step is far shorter than a timeline's resolution."""
+    lines = []
+
+    def emit(t, attempt, step, kind, **f):
+        lines.append(E.event_line(t, attempt, step, kind, f))
+
+    emit(0.0, 0, None, E.W_INIT, total_steps=steps)
+    t, resume = 1.0, 0
+    for attempt, (first, last) in enumerate([(0, kill_at), (None, steps - 1)]):
+        if attempt:
+            emit(t, 0, None, E.SUP_FAILURE, cause="killed")
+            emit(t + 0.001, 1, None, E.W_INIT, total_steps=steps)
+            t, first = t + 1.0, resume
+        emit(t, attempt, first, E.W_WARMUP)
+        t += 0.0005
+        for s in range(first, last + 1):
+            emit(t, attempt, s, E.W_DATA_WAIT)
+            emit(t + 0.0001, attempt, s, E.W_COMPUTE)
+            emit(t + 0.0004, attempt, s, E.W_STEP_END, loss=1.0)
+            t += 0.00045
+            if (s + 1) % every == 0 and s < last:
+                emit(t, attempt, s, E.W_CKPT_SAVE)
+                emit(t + 0.02, attempt, s, E.M_CKPT_COMMIT, ckpt_step=s + 1)
+                t, resume = t + 0.02, s + 1
+    emit(t, 1, None, E.SUP_END, completed=True, clean=True, reason="completed")
+    path.mkdir()
+    (path / "events.jsonl").write_bytes(b"".join(lines))
+
+
+def test_a_long_run_of_tiny_steps_is_drawn_in_the_colours_of_its_steps(tmp_path):
+    """A recording's timeline merges segments shorter than wall / TIMELINE_SEGMENTS by bins: each bin
+    is drawn as the category holding the most time in it (here a step's compute), never as whatever
+    came before a chain of tiny steps (the start-up, a save); the wide phases stay exact."""
+    _tiny_steps_log(tmp_path / "run")
+    run = gl.load_run(tmp_path / "run")
+    ledger, booked = run.ledger, run.summary["buckets"]
+    min_s = ledger.wall_s / TIMELINE_SEGMENTS
+    assert booked[C.LOST_WORK] > 0 and booked[C.DATA_WAIT] > 0 and ledger.buckets == pytest.approx(booked)
+    segs = ledger.segments
+    assert sum(s.duration for s in segs) == pytest.approx(ledger.wall_s)
+    assert all(a.end == b.start for a, b in zip(segs, segs[1:]))
+    # bounded by the resolution, not the steps (24,000 phases): a bin, once closed, spans over min_s with the next
+    assert len(segs) <= 2 * TIMELINE_SEGMENTS + 20 and len([s for s in segs if s.duration >= min_s]) < 20
+    drawn = defaultdict(float)
+    for s in segs:
+        drawn[s.category] += s.duration
+    merged = [s for s in segs if s.duration <= min_s]  # every bin, and maybe some lone tiny phases
+    for cat in C.CATEGORIES:
+        assert abs(drawn[cat] - booked[cat]) <= len(merged) * min_s, cat
+    for cat in (C.STARTUP, C.RESTART, C.CHECKPOINT_SAVE):  # wide, never merged into: at most a bin apart
+        assert drawn[cat] == pytest.approx(booked[cat], abs=2 * min_s), cat
+    # compute holds 2/3 of every step: the steps are drawn productive (or lost, rolled back), wait and bookkeeping not
+    for cat in (C.PRODUCTIVE, C.LOST_WORK):
+        assert booked[cat] - 2 * min_s <= drawn[cat] <= booked[cat] * 0.45 / 0.3 + 2 * min_s, cat
+    assert drawn[C.DATA_WAIT] + drawn[C.OTHER] < 10 * min_s
+
+
+def test_a_bin_is_drawn_as_the_category_that_holds_most_of_it():
+    bins = TimelineBins(min_s=1.5)
+    bins.add(0.0, 2.0, C.STARTUP, 0, "init")  # wide: kept, never merged into
+    t = 2.0
+    for i in range(10):  # steps 0..9 of 0.09 s compute with 0.01 s data wait: steps 0-2 survive
+        bins.add(t, t + 0.01, C.DATA_WAIT, 0, "data_wait", i)
+        bins.add(t + 0.01, t + 0.1, None, 0, "compute", i)
+        t += 0.1
+    bins.add(t, 5.0, C.CHECKPOINT_SAVE, 0, "ckpt_save", 9)  # wide
+    bins.add(5.0, 5.1, C.OTHER, 1, "init")  # another attempt: a bin of its own
+    segs = bins.segments(lambda a, s: s < 3)
+    assert [(s.start, s.category, s.step) for s in segs] == [
+        (0.0, C.STARTUP, None), (2.0, C.LOST_WORK, 9), (t, C.CHECKPOINT_SAVE, 9), (5.0, C.OTHER, None),
+    ]  # fmt: skip
+    assert segs[1].end == t and segs[1].kind == "compute"
+    split = TimelineBins(min_s=0.25)  # a bin ends before the next piece would take it past min_s
+    for i in range(10):
+        split.add(i / 10, (i + 1) / 10, C.DATA_WAIT if i % 2 else C.OTHER, 0, "x", i)
+    assert [round(s.duration, 9) for s in split.segments()] == [0.2] * 5
 
 
 def test_empty_log():

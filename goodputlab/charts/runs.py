@@ -7,27 +7,24 @@ from typing import Any, Iterable, Mapping
 import altair as alt
 
 from ..categories import CATEGORIES, COLORS
-from ..engine.ledger import Ledger, Segment
+from ..engine.ledger import Ledger, Segment, TimelineBins, coalesce
 from .base import CATEGORY_SCALE
 
 
 def _readable_segments(segments: list[Segment], wall_s: float, width_px: int) -> list[Segment]:
-    """Merge segments narrower than half a pixel into their predecessor in the same strip.
+    """Over 2000 segments: those narrower than half a pixel merged by half-pixel bins, each drawn as the
+    category holding the most time in it (:class:`~goodputlab.engine.ledger.TimelineBins`), and
+    neighbours of one category joined.
 
     They would be invisible anyway; merging keeps a long run's chart small.
     The breakdown chart, built from the ledger's buckets, stays exact.
     """
     if len(segments) < 2000:
         return segments
-    min_s = wall_s / width_px / 2
-    out: list[Segment] = []
+    bins = TimelineBins(wall_s / width_px / 2)
     for s in segments:
-        if out and s.duration < min_s and out[-1].strip == s.strip and out[-1].end == s.start:
-            p = out[-1]
-            out[-1] = Segment(p.start, s.end, p.category, p.attempt, p.kind, p.step, p.lane)
-        else:
-            out.append(s)
-    return out
+        bins.add(s.start, s.end, s.category, s.attempt, s.kind, s.step, s.lane)
+    return coalesce(bins.segments())
 
 
 def timeline(ledger: Ledger, title: str | None = None, width: int = 680) -> alt.LayerChart:

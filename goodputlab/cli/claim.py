@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``claim`` to ``subparsers``."""
     p = subparsers.add_parser(
         "claim",
-        help="what a claim 'lever X took goodput from B% to A% on N GPUs' implies, and whether it is plausible",
+        help="what a claim 'lever X took goodput from B%% to A%% on N GPUs' implies, and whether it is plausible",  # %%: argparse formats help
         description="Invert chapter 10's cluster model: the failure rate and the lever's setting under which a "
                     "claim holds, each held against published ranges.",
         epilog=EXAMPLES,

@@ -62,6 +62,8 @@ def flag_fields() -> list[dataclasses.Field]:
 def _help(f: dataclasses.Field) -> str:
     """The field's help with its default: ``training steps to complete (default 400)``."""
     default, shown = f.default, f.metadata["default_text"]
+    if callable(shown):
+        shown = shown()
     if isinstance(f.metadata["rule"], Boolean) or shown == "" or default == ():
         return f.metadata["help"]
     if shown is None:

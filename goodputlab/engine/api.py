@@ -10,7 +10,7 @@ import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from .config import RunConfig
 from ..errors import RunFileError
@@ -21,10 +21,12 @@ from .recording import Recording
 from .report import breakdown_table
 from ..recovery.modes import restart_warning
 from ..safe_io import UnsafeFileError, read_regular
-from .supervisor import Progress, run_supervised
+
+if TYPE_CHECKING:
+    from .supervisor import Progress
 
 SUMMARY_MAX_BYTES = 64 << 20
-TIMELINE_SEGMENTS = 4000  # a recording's timeline: segments shorter than wall / this are merged
+TIMELINE_SEGMENTS = 4000  # a recording's timeline: segments shorter than wall / this are merged by bins
 
 
 class RunCharts(Protocol):
@@ -80,7 +82,8 @@ class RunResult:
     @cached_property
     def ledger(self) -> Ledger:
         """The ledger with its segments (a long recording's merged to a chart's resolution: segments
-        shorter than 1/4000 of the wall time join the one before them). A torchft job's is booked by
+        shorter than 1/4000 of the wall time merged by bins of that width, each drawn as the category
+        holding the most time in it, :class:`~goodputlab.engine.ledger.TimelineBins`). A torchft job's is booked by
         the job's rules, one strip per replica group with its ``degraded`` time, as its summary is
         (:func:`goodputlab.distributed.replica_ledger.job_ledger`)."""
         if self.summary.get("fault_tolerance") == "torchft":
@@ -195,6 +198,8 @@ def run(
     else:
         callback = progress
     try:
+        from .supervisor import run_supervised  # when running: loading a run needs none of it
+
         summary = run_supervised(config, out, progress=callback, resume=resume, announce=announce)
     finally:
         if bar is not None:

@@ -21,7 +21,6 @@ from .. import validate
 from ..checkpoints import registry
 from ..distributed import launch
 from ..errors import ConfigError, check
-from ..theory.data_stall import DEFAULT_PREFETCH
 from ..recovery.modes import FAILURE_CLOCKS, FAILURE_MODES, KILL, LOADER_DEATH, TRAIN_CLOCK, describe_modes
 from ..recovery.omit import OmitRule
 from ..training.workload import PRESETS
@@ -43,6 +42,14 @@ DEFAULT_HANG_TIMEOUT_S = 5.0  # the watchdog's timeout when --failure-mode hang 
 GROUPS = ("training", "checkpoints", "failures", "distributed", "input pipeline", "output")
 
 
+def pytorch_prefetch() -> int:
+    """PyTorch's default prefetch per worker (:data:`goodputlab.theory.data_stall.DEFAULT_PREFETCH`), imported
+    when asked: reading a run's configuration (``goodputlab report``) does not load the theory."""
+    from ..theory.data_stall import DEFAULT_PREFETCH
+
+    return DEFAULT_PREFETCH
+
+
 def setting(
     default: Any,
     help: str,
@@ -51,12 +58,13 @@ def setting(
     metavar: str | None = None,
     *,
     flag: bool = True,
-    default_text: str | None = None,
+    default_text: str | Callable[[], str] | None = None,
 ) -> Any:
     """A :class:`RunConfig` field: its default, what it means (``help``, as ``--help`` shows it), its
     ``rule``, its ``group`` in ``--help`` and the ``metavar`` a reader types (the unit: N, SECONDS, MS).
 
-    ``default_text`` is how ``--help`` shows the default (``the preset's`` for ``None``); ``flag=False``
+    ``default_text`` is how ``--help`` shows the default (``the preset's`` for ``None``; a function: its
+    text, asked for when the help is written); ``flag=False``
     keeps a field off the command line. A bool field is a switch (``--pin-memory``).
     """
     meta = {"help": help, "rule": rule, "group": group, "metavar": metavar, "flag": flag, "default_text": default_text}
@@ -260,7 +268,7 @@ class RunConfig:
     prefetch: int | None = setting(
         None, "batches per worker loaded ahead (needs --workers)",
         validate.Optional(validate.Whole(1, MAX_PREFETCH)), "input pipeline", "N",
-        default_text=f"PyTorch's {DEFAULT_PREFETCH}",
+        default_text=lambda: f"PyTorch's {pytorch_prefetch()}",
     )
     io_latency_ms: float = setting(
         0.0, "emulated storage latency per batch, ms",
@@ -312,7 +320,7 @@ class RunConfig:
         """Batches that can be loaded ahead of the training loop (workers x prefetch)."""
         if self.workers == 0:
             return 0
-        return self.workers * (self.prefetch if self.prefetch is not None else DEFAULT_PREFETCH)
+        return self.workers * (self.prefetch if self.prefetch is not None else pytorch_prefetch())
 
     def resolved_batch_size(self) -> int:
         return self.batch_size if self.batch_size is not None else PRESETS[self.model].batch_size

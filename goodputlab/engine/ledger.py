@@ -39,7 +39,7 @@ from . import events as E
 from .fold import Folded, LedgerFold, OutOfOrder, fold, sorted_tuples
 
 __all__ = [
-    "Segment", "Ledger", "LedgerFold", "Folded", "OutOfOrder", "fold", "build_ledger", "summarize",
+    "Segment", "Ledger", "TimelineBins", "coalesce", "LedgerFold", "Folded", "OutOfOrder", "fold", "build_ledger", "summarize",
     "summary_of", "per_step", "surviving_executions", "surviving_samples",
 ]  # fmt: skip
 
@@ -89,14 +89,7 @@ class Ledger:
 
     def coalesced(self) -> list[Segment]:
         """Adjacent segments of the same strip, attempt and category merged (for timelines)."""
-        out: list[Segment] = []
-        for s in self.segments:
-            prev = out[-1] if out else None
-            if prev and prev.category == s.category and prev.attempt == s.attempt and prev.lane == s.lane and prev.end == s.start:
-                out[-1] = Segment(prev.start, s.end, s.category, s.attempt, prev.kind, prev.step, prev.lane)
-            else:
-                out.append(s)
-        return out
+        return coalesce(self.segments)
 
     def rows(self) -> list[dict[str, Any]]:
         """The breakdown as tidy rows: category, seconds, share."""
@@ -106,38 +99,157 @@ class Ledger:
         ]
 
 
-class _Segments:
-    """Collects a fold's phases as segments; compute's category is decided once survival is known.
+def coalesce(segments: Iterable[Segment]) -> list[Segment]:
+    """Adjacent segments of the same strip, attempt and category merged (the first one's kind and step)."""
+    out: list[Segment] = []
+    for s in segments:
+        prev = out[-1] if out else None
+        if prev and prev.category == s.category and prev.attempt == s.attempt and prev.lane == s.lane and prev.end == s.start:
+            out[-1] = Segment(prev.start, s.end, s.category, s.attempt, prev.kind, prev.step, prev.lane)
+        else:
+            out.append(s)
+    return out
 
-    ``min_s``: a segment shorter than this joins the one before it in the same attempt
-    (a chart's resolution: a million-step run draws as a few thousand segments)."""
+
+class TimelineBins:
+    """A timeline's segments, those shorter than ``min_s`` (a chart's resolution) merged by bins.
+
+    Consecutive short segments of one strip and attempt gather in a bin until the next one would take
+    its span past ``min_s``, or a segment of ``min_s`` or more, a gap or another attempt comes. A bin
+    is drawn as the category that holds the most time in it (its kind and step: that category's
+    longest piece's); a wide segment is kept as it is and never merged into. So a merged segment
+    spans at most ``min_s``, a strip holds about wall / ``min_s`` of them however many steps it ran,
+    and a category's drawn time is off its booked time by at most the merged segments' spans.
+    (Merging into the segment before, a chain of tiny steps took the colour of whatever came first.)
+
+    A piece's category may be None (a step's compute: productive or lost once survival is known);
+    :meth:`segments` decides it with ``survives(attempt, step)``. Memory: one entry per wide
+    segment or bin, never one per step.
+    """
 
     def __init__(self, min_s: float = 0.0):
         self.min_s = min_s
-        self.raw: list[list] = []  # [start, end, category or None (compute), attempt, kind, step]
+        self.out: list = []  # a kept segment: [start, end, category, attempt, kind, step, lane]; a bin: _Bin
+        self.open: dict[tuple[str, int], _Bin] = {}  # (lane, attempt) -> the bin still gathering
+        self.last: _Bin | None = None  # the bin opened last
 
-    def reset(self) -> None:
-        self.raw.clear()
+    def add(self, start: float, end: float, category: str | None, attempt: int, kind: str,
+            step: int | None = None, lane: str = "") -> None:  # fmt: skip
+        if end - start >= self.min_s:
+            if self.open:
+                self.open.pop((lane, attempt), None)
+            self.out.append([start, end, category, attempt, kind, step, lane])
+            return
+        b = self.open.get((lane, attempt))
+        if b is not None and b.end == start and end - b.start <= self.min_s:
+            b.add(start, end, category, kind, step)
+            return
+        b = self.open[(lane, attempt)] = self.last = _Bin(start, attempt, lane)
+        b.add(start, end, category, kind, step)
+        self.out.append(b)
 
-    def __call__(self, ev: tuple, start: float, end: float | None, category: str | None) -> None:
+    def visit(self, ev: tuple, start: float, end: float | None, category: str | None) -> None:
+        """:meth:`add` a fold's phase (a fold's ``visit``): the bin it extends found without a look-up."""
         if end is None or end <= start:
             return
-        raw = self.raw
-        if self.min_s and raw:
-            last = raw[-1]
-            if end - start < self.min_s and last[3] == ev[1] and last[1] == start:
-                last[1] = end
-                return
-        raw.append([start, end, category, ev[1], ev[3], ev[2]])
+        b = self.last
+        if b is not None and b.end == start and end - b.start <= self.min_s and b.attempt == ev[1] and not b.lane:
+            b.add(start, end, category, ev[3], ev[2])  # short (the bin's span holds it) and next to it
+            return
+        self.add(start, end, category, ev[1], ev[3], ev[2])
+
+    def segments(self, survives: Callable[[int, int], bool] | None = None, t0: float = 0.0) -> list[Segment]:
+        """The segments, times less ``t0``; ``survives(attempt, step)`` decides a compute's category."""
+        out = []
+        for e in self.out:
+            if type(e) is list:
+                start, end, cat, attempt, kind, step, lane = e
+                if cat is None:
+                    cat = C.PRODUCTIVE if survives(attempt, step) else C.LOST_WORK
+            else:
+                start, end, attempt, lane = e.start, e.end, e.attempt, e.lane
+                cat, kind, step = e.dominant(survives)
+            out.append(Segment(start - t0, end - t0, cat, attempt, kind, step, lane))
+        return out
+
+
+class _Bin:
+    """Short segments gathered into one of a :class:`TimelineBins`' bins."""
+
+    __slots__ = ("start", "end", "attempt", "lane", "cats", "runs")
+
+    def __init__(self, start: float, attempt: int, lane: str):
+        self.start = self.end = start
+        self.attempt, self.lane = attempt, lane
+        self.cats: dict[str, list] = {}  # category -> [seconds, its longest piece's seconds, kind, step]
+        self.runs: list[list] = []  # compute of consecutive steps: [first step, last step, seconds, longest, kind, step]
+
+    def add(self, start: float, end: float, category: str | None, kind: str, step: int | None) -> None:
+        self.end = end
+        d = end - start
+        if category is None:
+            r = self.runs[-1] if self.runs else None
+            if r is not None and step is not None and r[1] is not None and r[1] <= step <= r[1] + 1:
+                r[1] = step
+                r[2] += d
+                if d > r[3]:
+                    r[3], r[4], r[5] = d, kind, step
+            else:
+                self.runs.append([step, step, d, d, kind, step])
+            return
+        c = self.cats.get(category)
+        if c is None:
+            self.cats[category] = [d, d, kind, step]
+        else:
+            c[0] += d
+            if d > c[1]:
+                c[1], c[2], c[3] = d, kind, step
+
+    def dominant(self, survives: Callable[[int, int], bool] | None) -> tuple[str, str, int | None]:
+        """(category, kind, step) of the category holding the most time in the bin."""
+        cats = {k: list(v) for k, v in self.cats.items()}
+        a = self.attempt
+        for lo, hi, secs, longest, kind, step in self.runs:
+            own = survives(a, step)
+            if survives(a, lo) == survives(a, hi) == own:
+                parts = [(own, secs, longest, kind, step)]
+            else:  # survival changes inside the run: its seconds split by the steps on each side
+                n = hi - lo + 1
+                kept = sum(1 for s in range(lo, hi + 1) if survives(a, s))
+                mine = kept if own else n - kept
+                other = next(s for s in (lo, hi) if survives(a, s) != own)
+                parts = [(own, secs * mine / n, longest, kind, step), (not own, secs * (n - mine) / n, 0.0, kind, other)]
+            for surv, sec, lng, k, st in parts:
+                cat = C.PRODUCTIVE if surv else C.LOST_WORK
+                c = cats.get(cat)
+                if c is None:
+                    cats[cat] = [sec, lng, k, st]
+                else:
+                    c[0] += sec
+                    if lng > c[1]:
+                        c[1], c[2], c[3] = lng, k, st
+        cat = max(cats, key=lambda k: cats[k][0])
+        return cat, cats[cat][2], cats[cat][3]
+
+
+class _Segments:
+    """Collects a fold's phases as segments; compute's category is decided once survival is known.
+
+    ``min_s``: segments shorter than this are merged by bins of a chart's resolution
+    (:class:`TimelineBins`): a million-step run draws as a few thousand segments."""
+
+    def __init__(self, min_s: float = 0.0):
+        self.min_s = min_s
+        self.bins = TimelineBins(min_s)
+
+    def reset(self) -> None:
+        self.bins = TimelineBins(self.min_s)
+
+    def __call__(self, ev: tuple, start: float, end: float | None, category: str | None) -> None:
+        self.bins.visit(ev, start, end, category)
 
     def segments(self, done: Folded) -> list[Segment]:
-        t0, survives = done.t_start, done.survival.survives
-        out = []
-        for start, end, cat, attempt, kind, step in self.raw:
-            if cat is None:
-                cat = C.PRODUCTIVE if survives(attempt, step) else C.LOST_WORK
-            out.append(Segment(start - t0, end - t0, cat, attempt, kind, step))
-        return out
+        return self.bins.segments(done.survival.survives, done.t_start)
 
 
 def segment_collector(min_s: float = 0.0) -> _Segments:

@@ -215,8 +215,9 @@ class Recording:
         return events
 
     def ledger(self, min_s: float = 0.0):
-        """The :class:`~goodputlab.engine.ledger.Ledger` with its segments; ``min_s``: a segment shorter
-        than this joins the one before it (a chart's resolution), so a long run's timeline stays small."""
+        """The :class:`~goodputlab.engine.ledger.Ledger` with its segments; ``min_s``: segments shorter
+        than this are merged by bins of that width (a chart's resolution, :class:`~goodputlab.engine.ledger.TimelineBins`),
+        so a long run's timeline stays small."""
         from .ledger import ledger_of, segment_collector
 
         seg = segment_collector(min_s)

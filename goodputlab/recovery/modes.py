@@ -49,8 +49,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 KILL, HANG, EXCEPTION, LOADER_DEATH, DISK_FULL = "kill", "hang", "exception", "loader-death", "disk-full"
 TRAIN_CLOCK, WALL_CLOCK = "train", "wall"
@@ -133,10 +135,12 @@ def restart_warning(summary: dict) -> str | None:
     return check.get("warning")
 
 
-def poisson_failure_rng(seed: int) -> np.random.Generator:
+def poisson_failure_rng(seed: int) -> "np.random.Generator":
     """The generator of a run's Poisson failure times: the ``i``-th exposure of a worker
     ends in a failure after the ``i``-th exponential draw (mean ``mtbf``). Public so a
     model can replay them (:mod:`goodputlab.experiments.interval_sweep`)."""
+    import numpy as np  # when asked: reading a run's config needs no numpy
+
     return np.random.default_rng([seed, 0xFA11])
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 
 #: resident memory of a training worker that has imported torch, plus its supervisor (bytes)
@@ -88,6 +90,8 @@ class MarkovSource:
 
     @classmethod
     def make(cls, seed: int, vocab: int = 64, branching: int = 4) -> MarkovSource:
+        import numpy as np  # when asked: reading a run's config (its presets) needs no numpy
+
         rng = np.random.default_rng([seed, 0x5EED])
         by_previous = np.stack([rng.choice(vocab, size=branching, replace=False) for _ in range(vocab)])
         successors = np.broadcast_to(by_previous[None, :, :], (vocab, vocab, branching)).copy()
@@ -98,6 +102,8 @@ class MarkovSource:
 
     @property
     def entropy_nats(self) -> float:
+        import numpy as np  # when asked: reading a run's config (its presets) needs no numpy
+
         probs = np.diff(self.cumprobs, axis=-1, prepend=0.0)
         h = -(probs * np.log(np.clip(probs, 1e-12, None))).sum(-1)  # per context
         return float(h.mean())  # contexts are close to uniformly visited
@@ -107,6 +113,8 @@ class MarkovSource:
 
         Sequences are generated in parallel: one vectorised draw per position.
         """
+        import numpy as np
+
         rng = np.random.default_rng([seed, 0xDA7A])
         out = np.empty((n_sequences, length), dtype=np.uint8)
         out[:, :2] = rng.integers(0, self.vocab, size=(n_sequences, 2))
