@@ -9,6 +9,11 @@ by handing it to a standby replica process that set itself up beforehand (:mod:`
 :class:`HotSpare`, told which group it becomes on its control pipe). Either way it heals from a
 healthy peer in its first quorum. A kill waits until every replica trains, so the job never loses all of them. The
 lighthouse and every replica are stopped at the end, on a crash, Ctrl-C and SIGTERM.
+
+With ``--emulate-nodes N`` (``--nproc N``) the same run spans emulated nodes: where each process
+runs and listens, and how a node dies, is :mod:`goodputlab.distributed.ft_nodes`'s (``self.place``):
+group ``r`` in node ``r``'s namespace bound to its address, the lighthouse on a node of its own, a
+``--kill-node-at-steps`` kill every process of the group's node, the namespaces removed at the end.
 """
 
 from __future__ import annotations
