@@ -232,3 +232,61 @@ def test_without_the_privilege_one_line_and_exit_2(tmp_path):
     assert proc.stderr.count("\n") == 1 and "--emulate-nodes 2 is invalid" in proc.stderr
     assert "--nproc N without --emulate-nodes" in proc.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_torchft_across_emulated_nodes_heals_a_killed_node_from_its_peer_and_leaves_nothing(tmp_path):
+    """``--fault-tolerance torchft --emulate-nodes 2``: a replica group per node, the lighthouse on a node of
+    its own; node 0 or 1 is killed whole after step 5, relaunches in its namespace and heals from the other
+    node's checkpoint transport (the heal names that node's address). Every socket of a node listens on its
+    address, none on loopback nor on every interface; the ledger closes and nothing is left."""
+    pytest.importorskip("torchft", reason="the ft extra: pip install 'goodputlab[ft]'")
+    import goodputlab as gl
+
+    out = tmp_path / "ft"
+    proc = subprocess.Popen([*GOODPUTLAB, "run", "--fault-tolerance", "torchft", "--emulate-nodes", "2", "--nproc", "2",
+                             "--kill-node-at-steps", "5", "--io-latency-ms", "500", "--model", "tiny", "--steps", "40", "--ckpt-every", "0",
+                             "--threads", "1", "--device", "cpu", "--json", "--quiet", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    spaces = [f"{netns.PREFIX}-{proc.pid}-n{i}" for i in range(3)]  # node 0, node 1, the lighthouse's node
+    seen, pids, lighthouses = {ns: set() for ns in spaces}, set(), set()
+    deadline = time.monotonic() + 240
+    while proc.poll() is None and time.monotonic() < deadline:
+        for ns in set(spaces) & set(netns.namespaces()):
+            try:
+                seen[ns] |= set(listeners(ns))
+            except subprocess.CalledProcessError:
+                continue  # torn down meanwhile
+            found = {int(p) for p in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()}
+            pids |= found
+            lighthouses |= found if ns == spaces[2] else set()
+        time.sleep(0.3)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr[-3000:]
+    s = json.loads(stdout)
+    assert s["completed"] and s["failures"] == 1 and s["heals"] == 1 and s["emulated_nodes"] == 2, s
+    assert s["final_state_sha256"] is not None  # both groups ended with the same weights
+    assert abs(sum(s["buckets"].values()) - s["wall_s"]) <= 0.01 * s["wall_s"]
+    for r in ("0", "1"):
+        assert sum(s["replicas"][r].values()) == pytest.approx(s["wall_s"], rel=1e-9)
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    killed = next(e["replica"] for e in events if e["kind"] == "failure")
+    heal = next(e for e in events if e["kind"] == "restored" and e["attempt"] > 0)
+    assert heal["replica"] == killed and heal["peer"].startswith(f"http://{netns.SUBNET}.{2 - killed}:"), heal
+    # each node's sockets on its own address: its store, manager server, checkpoint transport, gloo; the lighthouse's
+    addresses = {ns: {a for a, _ in found} for ns, found in seen.items()}
+    assert addresses == {spaces[i]: {f"{netns.SUBNET}.{i + 1}"} for i in range(3)}, seen
+    assert (f"{netns.SUBNET}.3", 29510) in seen[spaces[2]]
+    ledger = gl.load_run(out).ledger  # the job's timeline, as for any torchft run
+    assert ledger.completed and len(ledger.failure_times) == 1 and ledger.buckets == pytest.approx(s["buckets"], abs=1e-9)
+    ours, links, _ = machine_state(out)
+    assert not [ns for ns in ours if ns in spaces] and not [link for link in links if str(proc.pid) in link]
+    assert pids and not [p for p in pids if _ours(p, out, lighthouses)], "a process of a node outlived the run"
+
+
+def _ours(pid: int, out: Path, lighthouses: set[int]) -> bool:
+    """Is ``pid`` alive and one of the run's: a replica group's (its command names the run's folder) or the lighthouse?"""
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()  # gone: OSError
+    except OSError:
+        return False
+    return pid in lighthouses or str(out).encode() in cmd

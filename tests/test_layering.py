@@ -108,6 +108,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("goodputlab.engine", 4),
     ("goodputlab.distributed.launcher", 4),  # torchrun and its ranks, as the supervisor sees them
     ("goodputlab.distributed.netns", 4),  # an emulated cluster's namespaces, links and their processes
+    ("goodputlab.distributed.ft_nodes", 4),  # where a torchft run's lighthouse and replica groups live and listen
     ("goodputlab.serving", 4),  # the launcher, and the package that offers it (loaded on first use)
     ("goodputlab.recovery.injector", 4),
     ("goodputlab.recovery.spare", 4),

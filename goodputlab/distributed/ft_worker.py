@@ -5,13 +5,13 @@ goodputlab.distributed.ft_worker`` once per replica group, as a job of one rank,
 ``--group-size R`` of 2 or more as a torchrun job of ``R`` ranks, against a lighthouse it runs
 itself. Each replica group:
 
-1. binds its own TCPStore on loopback (the socket handed over, as :func:`ranks.job_store` does; in a
+1. binds its own TCPStore on loopback or its node's address (the socket handed over, as :func:`ranks.job_store` does; in a
    group of several ranks, its rank 0's, which its other ranks join with a gloo process group of the
    group's own), builds the same model from the same seed, and joins the job through one
    ``torchft.Manager`` per rank (``rank``/``world_size`` inside the group, as torchft's HSDP examples
    do: rank ``k`` of every group all-reduce together, and the group's manager server, on its rank 0,
    commits a step only when all its ranks do), its manager server and checkpoint servers bound to
-   loopback (:func:`loopback_torchft`);
+   loopback, or on an emulated node to the node's address (:func:`bind_torchft`);
 2. trains on its slice of every step's global batch (rank ``k`` of replica ``r``, groups of ``R``
    ranks, reads slice ``r * R + k`` of ``G * R``); :func:`group_gradient` averages the gradient inside
    the group (a plain all-reduce, as DDP's), :func:`average_gradients` over the groups in the step's
@@ -49,40 +49,59 @@ LOOPBACK = "127.0.0.1"
 FT_TIMEOUT_S = 30.0
 
 
-def loopback_torchft() -> None:
-    """Make torchft 0.2.0 listen on loopback only, in this process.
+#: The address this replica group's torchft sockets bind to (set by the supervisor): on one machine
+#: loopback, on an emulated node (``--emulate-nodes``) its namespace's address, which peer nodes reach.
+BIND_ADDRESS_ENV = "GOODPUTLAB_FT_BIND"
+#: the checkpoint address (a peer's transport) the last heal of this process fetched its state from
+HEALED_FROM: list[str] = []
+
+
+def bind_address() -> str:
+    """The address of :data:`BIND_ADDRESS_ENV`, loopback when it is not set."""
+    return os.environ.get(BIND_ADDRESS_ENV) or LOOPBACK
+
+
+def bind_torchft(host: str) -> None:
+    """Make torchft 0.2.0 listen on ``host`` only (one IPv4 address), in this process.
 
     ``Manager`` binds its manager server to ``[::]:port`` (no argument for it) and
     ``HTTPTransport`` its checkpoint server to ``("", 0)`` over IPv6, advertising
-    ``socket.gethostname()``: every interface of the machine. For a run on one machine both
-    are rebound here to 127.0.0.1: the manager server's ``bind`` argument is rewritten, and the
-    checkpoint server's class is replaced by one bound to loopback (and the address it
-    advertises by 127.0.0.1). See docs/IN_JOB_RECOVERY.md for what a multi-machine run exposes.
+    ``socket.gethostname()``: every interface of the machine. Both are rebound here to ``host``
+    (127.0.0.1 for a run on one machine, a node's own address on an emulated node): the manager
+    server's ``bind`` argument is rewritten, and the checkpoint server's class is replaced by one
+    bound to ``host`` (and the address it advertises by ``host``). A heal's fetch records the peer's
+    checkpoint address in :data:`HEALED_FROM`. See docs/IN_JOB_RECOVERY.md for what a run exposes.
     """
     from http.server import ThreadingHTTPServer
 
     import torchft.checkpointing.http_transport as http_transport
     import torchft.manager as manager_module
 
-    class LoopbackHTTPServer(ThreadingHTTPServer):
+    class BoundHTTPServer(ThreadingHTTPServer):
         address_family = socket.AF_INET
         request_queue_size = 1024
 
         def __init__(self, server_address, handler):
-            super().__init__((LOOPBACK, server_address[1]), handler)
+            super().__init__((host, server_address[1]), handler)
 
     server_class = manager_module.ManagerServer
+    recv = http_transport.HTTPTransport.recv_checkpoint
 
-    def loopback_manager_server(*args, bind: str, **kwargs):
+    def bound_manager_server(*args, bind: str, **kwargs):
         port = bind.rsplit(":", 1)[-1]
-        return server_class(*args, bind=f"{LOOPBACK}:{port}", **kwargs)
+        return server_class(*args, bind=f"{host}:{port}", **kwargs)
 
     def address(self) -> str:
-        return f"http://{LOOPBACK}:{self._server.socket.getsockname()[1]}/checkpoint/"
+        return f"http://{host}:{self._server.socket.getsockname()[1]}/checkpoint/"
 
-    http_transport._IPv6HTTPServer = LoopbackHTTPServer
+    def recv_checkpoint(self, src_rank, metadata, step, timeout):
+        HEALED_FROM.append(str(metadata))
+        return recv(self, src_rank, metadata, step, timeout)
+
+    http_transport._IPv6HTTPServer = BoundHTTPServer
     http_transport.HTTPTransport.address = address
-    manager_module.ManagerServer = loopback_manager_server
+    http_transport.HTTPTransport.recv_checkpoint = recv_checkpoint
+    manager_module.ManagerServer = bound_manager_server
 
 
 class Replica:
@@ -128,14 +147,14 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, r
     preset, device, dataset = built.preset, built.device, built.dataset
     model, inner_optimizer, scheduler = built.model, built.optimizer, built.scheduler
     batch_size = config.resolved_batch_size()
-    size = config.group_size
+    size, host = config.group_size, bind_address()
     if size > 1:  # a rank of a torchrun job: the group's store (its rank 0's, on loopback) and process group
         store, rank, port = group_store()
     else:
-        sock = listening_socket(LOOPBACK, 0)  # this replica group's own store, on loopback only
+        sock = listening_socket(host, 0)  # this replica group's own store, on its address only
         port, rank = sock.getsockname()[1], 0
-        store = dist.TCPStore(LOOPBACK, port, 1, True, timedelta(seconds=FT_TIMEOUT_S), master_listen_fd=sock.detach())
-        os.environ.update(MASTER_ADDR=LOOPBACK, MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1")
+        store = dist.TCPStore(host, port, 1, True, timedelta(seconds=FT_TIMEOUT_S), master_listen_fd=sock.detach())
+        os.environ.update(MASTER_ADDR=host, MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1")
     sampler = ShardedStepSampler(len(dataset), batch_size, config.seed, 0, config.steps, replica * size + rank, replicas * size)
 
     def state_dict() -> dict:
@@ -146,11 +165,11 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, r
         inner_optimizer.load_state_dict(sd["optim"])
         scheduler.load_state_dict(sd["sched"])
 
-    loopback_torchft()
+    bind_torchft(host)
     manager = Manager(
         pg=ProcessGroupGloo(timeout=timedelta(seconds=FT_TIMEOUT_S)), min_replica_size=1,
         load_state_dict=load_state_dict, state_dict=state_dict, use_async_quorum=False, init_sync=False,
-        replica_id=f"goodputlab_replica_{replica}", hostname=LOOPBACK, store_addr=LOOPBACK, store_port=port,
+        replica_id=f"goodputlab_replica_{replica}", hostname=host, store_addr=host, store_port=port,
         rank=rank, world_size=size,
         timeout=timedelta(seconds=FT_TIMEOUT_S), quorum_timeout=timedelta(seconds=120),
     )
@@ -173,7 +192,7 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, r
         optimizer.zero_grad(set_to_none=True)
         if manager.current_step() != step:
             step = manager.current_step()
-            events.emit(E.M_RESTORED, step=step, ckpt_step=step, source="peer")
+            events.emit(E.M_RESTORED, step=step, ckpt_step=step, source="peer", peer=HEALED_FROM[-1] if HEALED_FROM else None)
             kept = None  # new weights: a gradient of the old ones is no use
         first = False
         if step >= config.steps:

@@ -216,8 +216,9 @@ def uses_torchrun(config) -> bool:
 
 
 def machines(config) -> int:
-    """Machines in the job: ``nnodes``, or the emulated nodes of ``--emulate-nodes``."""
-    return config.emulate_nodes if config.emulate_nodes >= 2 else config.nnodes
+    """Machines in the job: ``nnodes``, or the emulated nodes of ``--emulate-nodes`` (under torchft each
+    node is one of the ``--nproc`` replica groups: ``nproc`` counts the job's groups, not a node's ranks)."""
+    return config.emulate_nodes if config.emulate_nodes >= 2 and config.fault_tolerance == "none" else config.nnodes
 
 
 #: Settings of the one-process engine (``goodputlab.recovery``) that a job under torchrun does not support,
@@ -234,7 +235,7 @@ _NOT_UNDER_TORCHRUN = (
 
 def _recovery_settings_under_torchrun(config) -> None:
     for name, needed, allowed in _NOT_UNDER_TORCHRUN:
-        if name == "hang_timeout" and config.emulate_nodes >= 2:
+        if name == "hang_timeout" and config.emulate_nodes >= 2 and config.fault_tolerance == "none":
             continue  # the emulated cluster's supervisor watches the job's steps (a partition's hang)
         if name == "hot_spare" and config.fault_tolerance == "torchft":
             continue  # a standby replica group takes over a killed one (engine/torchft_supervision.py)
@@ -340,12 +341,29 @@ def _emulated_nodes_settings(config) -> None:
     check(config.rdzv_endpoint is None, "rdzv_endpoint", config.rdzv_endpoint,
           f"not given {need} (the rendezvous is on node 0's namespace address)")
     check(config.node_rank is None, "node_rank", config.node_rank, f"not given {need} (each node gets its own)")
-    check(config.fault_tolerance == "none", "fault_tolerance", config.fault_tolerance,
-          f"none {need} (torchft's replica groups across emulated nodes are not implemented; they run on this "
-          "machine: --fault-tolerance torchft without --emulate-nodes)")
     whole_nodes = ("its failures are whole nodes and links: --node-mtbf, --kill-node-at-steps, --partition-at-steps; "
                    "one process: --kill-at-steps")
     check(config.mtbf == 0, "mtbf", config.mtbf, f"0 {need} ({whole_nodes})")
+    if config.fault_tolerance == "torchft":
+        _torchft_nodes_settings(config)
+
+
+def _torchft_nodes_settings(config) -> None:
+    """``--fault-tolerance torchft --emulate-nodes N``: one replica group of one rank per node
+    (:mod:`~goodputlab.distributed.ft_nodes`), whose node is killed whole by ``--kill-node-at-steps``."""
+    n, need = config.emulate_nodes, f"with --fault-tolerance torchft --emulate-nodes {config.emulate_nodes}"
+    check(config.nproc == n, "nproc", config.nproc, f"{n} {need} (one replica group per emulated node)")
+    check(config.group_size == 1, "group_size", config.group_size, f"1 {need} (a replica group is one rank on its node)")
+    check(n + 1 <= MAX_EMULATED_NODES, "emulate_nodes", n,
+          f"2 to {MAX_EMULATED_NODES - 1} with --fault-tolerance torchft (the lighthouse takes a namespace of its own)")
+    for name, value, allowed in (("spare_nodes", config.spare_nodes, 0), ("node_mtbf", config.node_mtbf, 0),
+                                 ("hot_spare", config.hot_spare, False)):
+        check(value == allowed, name, value, f"{'off' if allowed is False else allowed} {need} (a killed node's "
+              "replica group relaunches cold in the same namespace; failures at --kill-node-at-steps)")
+    check(not config.kill_at_steps, "kill_at_steps", ",".join(map(str, config.kill_at_steps)),
+          f"nothing {need} (failures are whole nodes: --kill-node-at-steps)")
+    check(not config.partition_at_steps, "partition_at_steps", ",".join(map(str, config.partition_at_steps)),
+          f"nothing {need} (failures are whole nodes: --kill-node-at-steps)")
 
 
 def _torchft_settings(config) -> None:

@@ -229,7 +229,8 @@ class RunConfig:
     )
     emulate_nodes: int = setting(
         0, "emulate this many machines on this one, each in a network namespace of its own on a private bridge, "
-        "--nproc ranks each (needs root or CAP_NET_ADMIN; docs/DISTRIBUTED.md)",
+        "--nproc ranks each (with --fault-tolerance torchft: one replica group each, --nproc N; "
+        "needs root or CAP_NET_ADMIN; docs/DISTRIBUTED.md)",
         validate.Whole(0, launch.MAX_EMULATED_NODES, unit="nodes"), "distributed", "N", default_text="0: off",
     )
     kill_node_at_steps: tuple[int, ...] = setting(

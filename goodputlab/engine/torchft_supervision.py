@@ -9,6 +9,11 @@ by handing it to a standby replica process that set itself up beforehand (:mod:`
 :class:`HotSpare`, told which group it becomes on its control pipe). Either way it heals from a
 healthy peer in its first quorum. A kill waits until every replica trains, so the job never loses all of them. The
 lighthouse and every replica are stopped at the end, on a crash, Ctrl-C and SIGTERM.
+
+With ``--emulate-nodes N`` (``--nproc N``) the same run spans emulated nodes: where each process
+runs and listens, and how a node dies, is :mod:`goodputlab.distributed.ft_nodes`'s (``self.place``):
+group ``r`` in node ``r``'s namespace bound to its address, the lighthouse on a node of its own, a
+``--kill-node-at-steps`` kill every process of the group's node, the namespaces removed at the end.
 """
 
 from __future__ import annotations
@@ -56,13 +61,6 @@ def lighthouse_command() -> str | None:
     return str(here) if here.exists() else shutil.which("torchft_lighthouse")
 
 
-def _free_loopback_port() -> int:
-    from ..distributed.binding import listening_socket
-
-    with listening_socket("127.0.0.1", 0) as sock:
-        return sock.getsockname()[1]
-
-
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     import ctypes
 
@@ -103,11 +101,14 @@ class TorchftSupervision:
         #: the step every group's first launch restores (distributed.ft_checkpoint), 0: from the start
         self.resume_step = newest_valid_step(run_dir.path, config) if resume else 0
         self.config, self.run_dir, self.progress, self.python = config, run_dir, progress, python
+        from ..distributed.ft_nodes import placement
+
+        self.place = placement(config)  # this machine's loopback, or one emulated node per group
         self.out = run_dir.path
         self.groups = config.nproc
         self.failure_rng = poisson_failure_rng(config.seed)
         self.replica_rng = np.random.default_rng([config.seed, 0x4654])  # which replica a failure strikes
-        self.pending_kills = sorted(config.kill_at_steps)
+        self.pending_kills = sorted((*config.kill_at_steps, *config.kill_node_at_steps))  # a node's: its group's
         self.lighthouse: subprocess.Popen | None = None
         self.procs: dict[int, subprocess.Popen] = {}
         self.attempts = {r: 0 for r in range(self.groups)}
@@ -131,6 +132,7 @@ class TorchftSupervision:
     def run(self) -> dict:
         try:
             self.ev.emit(E.SUP_START)
+            self.place.setup()
             self.start_lighthouse()
             self.ev.emit(E.SUP_SPAWN)
             for r in range(self.groups):
@@ -152,20 +154,18 @@ class TorchftSupervision:
         return summary
 
     def start_lighthouse(self) -> None:
-        self.lighthouse_port = _free_loopback_port()
         log = open(self.out / "logs" / "lighthouse.log", "wb")
         with log:
             self.lighthouse = subprocess.Popen(
-                [self.lighthouse_bin, "--min_replicas", "1", "--bind", f"127.0.0.1:{self.lighthouse_port}",
-                 "--join_timeout_ms", str(JOIN_TIMEOUT_MS), "--heartbeat_timeout_ms", str(HEARTBEAT_TIMEOUT_MS)],
+                self.place.lighthouse([self.lighthouse_bin, "--min_replicas", "1", "--bind", self.place.lighthouse_bind,
+                                       "--join_timeout_ms", str(JOIN_TIMEOUT_MS), "--heartbeat_timeout_ms", str(HEARTBEAT_TIMEOUT_MS)]),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                 preexec_fn=_die_with_parent,
             )
 
-    def _env(self) -> dict:
-        env = worker_env(self.config)
-        env.update(TORCHFT_LIGHTHOUSE=f"http://127.0.0.1:{self.lighthouse_port}", GLOO_SOCKET_IFNAME="lo",
-                   MASTER_ADDR="127.0.0.1", RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", RUST_LOG="warn")
+    def _env(self, replica: int = 0) -> dict:
+        env = {**worker_env(self.config), **self.place.env(replica)}  # the lighthouse, the group's address
+        env.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", RUST_LOG="warn")
         env.pop("MASTER_PORT", None)  # each replica binds its own store on a free port
         return env
 
@@ -179,9 +179,10 @@ class TorchftSupervision:
         attempt = self.attempts[replica]
         self.logs[replica] = self.out / "logs" / f"replica{replica}-attempt{attempt}.log"
         resume = ["--resume"] if attempt == 0 and self.resume_step > 0 else []
-        command, env = self._command("--replica", str(replica), "--attempt", str(attempt), *resume), self._env()
+        command, env = self._command("--replica", str(replica), "--attempt", str(attempt), *resume), self._env(replica)
         if self.config.group_size > 1:
             command, env = self._group_launch(replica, command, env)
+        command = self.place.wrap(replica, command)  # in its emulated node's namespace, if any
         with open(self.logs[replica], "wb") as log:
             self.procs[replica] = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
@@ -291,7 +292,7 @@ class TorchftSupervision:
                             self.start_clock()
                     done = e["step"] + 1
                     if self.pending_kills and done >= self.pending_kills[0] and cause is None:
-                        cause = f"kill_at_step {self.pending_kills[0]}"
+                        cause = f"{'node_' * (self.place.nodes > 0)}kill_at_step {self.pending_kills[0]}"
                     if done > self.state.steps_done:
                         self.tell(steps_done=done, phase="training")
         return cause
@@ -321,6 +322,7 @@ class TorchftSupervision:
         replica = live[int(self.replica_rng.integers(len(live)))]
         proc = self.procs.pop(replica)
         self.ev.emit(E.SUP_FAILURE, cause=cause, rank=replica, replica=replica, replica_attempt=self.attempts[replica])
+        self.place.kill_node(replica)  # an emulated node: every process in its namespace at once
         _kill_session(proc)
         self.deadline = float("inf")
         self.failures += 1
@@ -351,6 +353,7 @@ class TorchftSupervision:
                 self.lighthouse.wait(STOP_WAIT_S)
             except subprocess.TimeoutExpired:
                 _kill_session(self.lighthouse)
+        self.place.teardown()  # emulated nodes: every namespace, link and process left in them
 
     def finish(self) -> dict:
         """The supervisor's end, the job's books from every replica's log, ``summary.json``."""
@@ -398,6 +401,7 @@ class TorchftSupervision:
             "final_loss": finishes[0]["final_loss"] if finishes.get(0) else None,
             "final_state_sha256": hashes.pop() if len(hashes) == 1 else None,  # every rank of every group ends with one model
             "threads": self.config.threads,
+            **self.place.summary(),
             "config": self.config.to_dict(),
         }
         write_atomic(self.out / "summary.json", json.dumps(summary, indent=1).encode())
