@@ -58,16 +58,23 @@ def _watch(proc: subprocess.Popen, until) -> tuple[dict, set[int], dict[int, str
     return seen, lighthouses, pids
 
 
-def test_a_two_replica_run_with_kills_heals_closes_its_ledger_listens_on_loopback_and_leaves_nothing(tmp_path, cli, cli_env):
-    out = tmp_path / "run"
-    proc = subprocess.Popen([*cli, "run", *FT_FLAGS, "--steps", "1000", "--kill-at-steps", "100,200", "--io-latency-ms", "20", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env)
+def _run_to_the_end(cli, cli_env, args: list[str]) -> tuple[dict, set[int], dict[int, str], str]:
+    """Run ``goodputlab run ARGS`` watched by :func:`_watch` to its end: what it listened on, the
+    lighthouse's pids, every pid seen; and its stderr. Asserts it exited 0."""
+    proc = subprocess.Popen([*cli, "run", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env)
     try:
         seen, lighthouses, pids = _watch(proc, lambda: False)
-        stdout, stderr = proc.communicate(timeout=60)
+        _, stderr = proc.communicate(timeout=60)
     finally:
         proc.kill()
     assert proc.returncode == 0, stderr
+    return seen, lighthouses, pids, stderr
+
+
+def test_a_two_replica_run_with_kills_heals_closes_its_ledger_listens_on_loopback_and_leaves_nothing(tmp_path, cli, cli_env):
+    out = tmp_path / "run"
+    seen, lighthouses, pids, stderr = _run_to_the_end(
+        cli, cli_env, [*FT_FLAGS, "--steps", "1000", "--kill-at-steps", "100,200", "--io-latency-ms", "20", "--out", str(out)])
     s = json.loads((out / "summary.json").read_text())
     assert s["completed"] and s["failures"] == 2 and s["heals"] == 2, s
     assert s["final_state_sha256"] is not None  # both replicas ended with the same model
@@ -129,15 +136,8 @@ def test_replica_groups_of_two_ranks_each_a_torchrun_job_heal_a_killed_group_and
     the group relaunches as a new torchrun job and each of its ranks heals from the same rank of the peer
     group. The steps are slowed by sleeping storage (cheap on CPU) so the relaunch heals well before the end."""
     out = tmp_path / "run"
-    proc = subprocess.Popen([*cli, "run", *FT_FLAGS, "--group-size", "2", "--steps", "300", "--kill-at-steps", "10",
-                             "--io-latency-ms", "150", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env)
-    try:
-        seen, lighthouses, pids = _watch(proc, lambda: False)
-        stdout, stderr = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, stderr
+    seen, lighthouses, pids, stderr = _run_to_the_end(
+        cli, cli_env, [*FT_FLAGS, "--group-size", "2", "--steps", "300", "--kill-at-steps", "10", "--io-latency-ms", "150", "--out", str(out)])
     s = json.loads((out / "summary.json").read_text())
     assert s["completed"] and s["failures"] == 1 and s["heals"] == 1, s
     assert (s["replica_groups"], s["group_size"], s["world_size"]) == (2, 2, 4)

@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import RunFileError
+from .recordings import read_recording
 
 RECORDING_VERSION = 1
 RECORDING_NAME = "emulated_nodes_run.json"
@@ -68,15 +68,8 @@ def save_recording(recording: Mapping[str, Any], path: str | Path) -> None:
 
 def load_recording(path: str | Path) -> dict[str, Any]:
     """A recording written by :func:`save_recording`; :class:`RunFileError` when it is not one."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise RunFileError(f"{path}: not a recording of an emulated cluster ({e})") from None
-    if not isinstance(data, dict) or data.get("version") != RECORDING_VERSION or \
-            not {"summary", "failure", "resumed_at", "first_step_after_s", "machine"} <= set(data):
-        raise RunFileError(f"{path}: not a version-{RECORDING_VERSION} recording of an emulated cluster")
-    return data
+    fields = {"summary", "failure", "resumed_at", "first_step_after_s", "machine"}
+    return read_recording(path, "an emulated cluster", RECORDING_VERSION, lambda data: fields <= set(data))
 
 
 def node_loss_facts(recording: Mapping[str, Any]) -> dict[str, Any]:
@@ -156,16 +149,13 @@ def _rank_logs(result) -> dict[int, list[dict]]:
 
 def load_ram_tier_recording(path: str | Path) -> dict[str, Any]:
     """A recording of :func:`record_ram_tier`; :class:`RunFileError` when it is not one."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise RunFileError(f"{path}: not a recording of the RAM tier on emulated nodes ({e})") from None
-    ok = isinstance(data, dict) and data.get("kind") == "ram_tier" and data.get("version") == RECORDING_VERSION \
-        and isinstance(data.get("runs"), dict) and "memory" in data["runs"]
-    if not ok or not all(len(r.get("failures", ())) == 2 for r in data["runs"].values()):
-        raise RunFileError(f"{path}: not a version-{RECORDING_VERSION} recording of the RAM tier on emulated nodes")
-    return data
+
+    def valid(data: dict) -> bool:
+        runs = data.get("runs")
+        return data.get("kind") == "ram_tier" and isinstance(runs, dict) and "memory" in runs and \
+            all(isinstance(r, dict) and len(r.get("failures", ())) == 2 for r in runs.values())
+
+    return read_recording(path, "the RAM tier on emulated nodes", RECORDING_VERSION, valid)
 
 
 def ram_tier_facts(recording: Mapping[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from typing import Any, Mapping
 
 from .. import categories as C
 from ..errors import RunFileError
+from .recordings import read_recording
 
 MODES = ("none", "torchft")
 #: the job of the chapter and of benchmarks/in_job_recovery.py: a tiny model, one thread per rank, slow storage
@@ -117,14 +118,8 @@ def save_recording(recording: Mapping[str, Any], path: str | Path) -> Path:
 
 def load_recording(path: str | Path) -> dict[str, Any]:
     """A recording written by :func:`save_recording`; raises :class:`RunFileError` naming what is wrong."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise RunFileError(f"{path}: not a recording of in-job recovery ({e})") from None
-    runs = data.get("runs") if isinstance(data, dict) else None
-    if not isinstance(runs, dict) or data.get("version") != RECORDING_VERSION:
-        raise RunFileError(f"{path}: not a version-{RECORDING_VERSION} recording of in-job recovery")
+    data = read_recording(path, "in-job recovery", RECORDING_VERSION, lambda data: isinstance(data.get("runs"), dict))
+    runs = data["runs"]
     for mode, r in runs.items():
         if not {"summary", "timelines", "losses"} <= set(r):
             raise RunFileError(f"{path}: run {mode!r} lacks its summary, timelines or losses")
