@@ -12,16 +12,16 @@ from .base import CATEGORY_SCALE
 
 
 def _readable_segments(segments: list[Segment], wall_s: float, width_px: int) -> list[Segment]:
-    """Over 2000 segments: those narrower than half a pixel merged by half-pixel bins, each drawn as the
-    category holding the most time in it (:class:`~goodputlab.engine.ledger.TimelineBins`), and
-    neighbours of one category joined.
+    """Over 2000 segments: those narrower than a pixel merged by one-pixel bins, each drawn as its
+    categories side by side, each as long as its time in the bin
+    (:class:`~goodputlab.engine.ledger.TimelineBins`), and neighbours of one category joined.
 
     They would be invisible anyway; merging keeps a long run's chart small.
     The breakdown chart, built from the ledger's buckets, stays exact.
     """
     if len(segments) < 2000:
         return segments
-    bins = TimelineBins(wall_s / width_px / 2)
+    bins = TimelineBins(wall_s / width_px)
     for s in segments:
         bins.add(s.start, s.end, s.category, s.attempt, s.kind, s.step, s.lane)
     return coalesce(bins.segments())

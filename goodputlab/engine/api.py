@@ -82,8 +82,8 @@ class RunResult:
     @cached_property
     def ledger(self) -> Ledger:
         """The ledger with its segments (a long recording's merged to a chart's resolution: segments
-        shorter than 1/4000 of the wall time merged by bins of that width, each drawn as the category
-        holding the most time in it, :class:`~goodputlab.engine.ledger.TimelineBins`). A torchft job's is booked by
+        shorter than 1/4000 of the wall time merged by bins of that width, each drawn as its categories
+        side by side, each as long as its time in the bin, :class:`~goodputlab.engine.ledger.TimelineBins`). A torchft job's is booked by
         the job's rules, one strip per replica group with its ``degraded`` time, as its summary is
         (:func:`goodputlab.distributed.replica_ledger.job_ledger`)."""
         if self.summary.get("fault_tolerance") == "torchft":

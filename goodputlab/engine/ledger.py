@@ -116,11 +116,13 @@ class TimelineBins:
 
     Consecutive short segments of one strip and attempt gather in a bin until the next one would take
     its span past ``min_s``, or a segment of ``min_s`` or more, a gap or another attempt comes. A bin
-    is drawn as the category that holds the most time in it (its kind and step: that category's
-    longest piece's); a wide segment is kept as it is and never merged into. So a merged segment
-    spans at most ``min_s``, a strip holds about wall / ``min_s`` of them however many steps it ran,
-    and a category's drawn time is off its booked time by at most the merged segments' spans.
-    (Merging into the segment before, a chain of tiny steps took the colour of whatever came first.)
+    is drawn as one segment per category it holds, side by side in the order of
+    :data:`~goodputlab.categories.CATEGORIES`, each as long as the time booked to it in the bin (its
+    kind and step: that category's longest piece's); a wide segment is kept as it is and never merged
+    into. So every category's drawn time equals its booked time, a strip holds about wall / ``min_s``
+    bins however many steps it ran, and nothing inside a bin is moved by more than ``min_s``.
+    (Merging into the segment before, a chain of tiny steps took the colour of whatever came first;
+    drawing a bin in its largest category alone hid a step's data wait.)
 
     A piece's category may be None (a step's compute: productive or lost once survival is known);
     :meth:`segments` decides it with ``survives(attempt, step)``. Memory: one entry per wide
@@ -166,9 +168,14 @@ class TimelineBins:
                 start, end, cat, attempt, kind, step, lane = e
                 if cat is None:
                     cat = C.PRODUCTIVE if survives(attempt, step) else C.LOST_WORK
-            else:
-                start, end, attempt, lane = e.start, e.end, e.attempt, e.lane
-                cat, kind, step = e.dominant(survives)
+            else:  # a bin: its categories side by side, each as long as its time in the bin
+                parts = e.parts(survives)
+                at = e.start
+                for i, (cat, secs, kind, step) in enumerate(parts):
+                    end = e.end if i == len(parts) - 1 else min(at + secs, e.end)
+                    out.append(Segment(at - t0, end - t0, cat, e.attempt, kind, step, e.lane))
+                    at = end
+                continue
             out.append(Segment(start - t0, end - t0, cat, attempt, kind, step, lane))
         return out
 
@@ -205,8 +212,9 @@ class _Bin:
             if d > c[1]:
                 c[1], c[2], c[3] = d, kind, step
 
-    def dominant(self, survives: Callable[[int, int], bool] | None) -> tuple[str, str, int | None]:
-        """(category, kind, step) of the category holding the most time in the bin."""
+    def parts(self, survives: Callable[[int, int], bool] | None) -> list[tuple[str, float, str, int | None]]:
+        """(category, seconds, kind, step) of each category in the bin, in the order of ``CATEGORIES``
+        (kind and step: its longest piece's)."""
         cats = {k: list(v) for k, v in self.cats.items()}
         a = self.attempt
         for lo, hi, secs, longest, kind, step in self.runs:
@@ -228,8 +236,9 @@ class _Bin:
                     c[0] += sec
                     if lng > c[1]:
                         c[1], c[2], c[3] = lng, k, st
-        cat = max(cats, key=lambda k: cats[k][0])
-        return cat, cats[cat][2], cats[cat][3]
+        order = {c: i for i, c in enumerate(C.CATEGORIES)}
+        return [(cat, v[0], v[2], v[3]) for cat, v in sorted(cats.items(), key=lambda kv: order.get(kv[0], len(order)))
+                if v[0] > 0]
 
 
 class _Segments:
