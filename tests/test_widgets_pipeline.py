@@ -78,7 +78,9 @@ def test_pipeline_panel_runs_a_real_experiment(tmp_path):
     result = panel.run_once()
     assert result is not None and result.summary["completed"]
     (row,) = panel.history
-    assert 0.3 < row["measured"] < 0.9  # no workers: every step waits ~30 ms for storage
+    # no workers: every step waits for its 30 ms read (a lower bound in seconds, not a share: on a busy
+    # machine the compute beside it slows, and the share with it)
+    assert result.summary["buckets"]["data_wait"] >= 0.8 * 0.030 * 15 and 0 < row["measured"] < 0.9
     assert "data wait" in panel.headline.value and f"{row['measured']:.1%}" in panel.headline.value
     timeline = panel.timeline.chart.to_dict()
     domain = timeline["layer"][0]["encoding"]["x"]["scale"]["domain"]
