@@ -65,22 +65,11 @@ def prepare_job_tier(config, ranks: int, copies: int, fallbacks: tuple = ()):
 
     On ``/dev/shm`` when it has the room, else in a fallback with a warning (a container's 64 MB ``/dev/shm``),
     else ``OSError`` in one line."""
-    import warnings
+    from ..checkpoints.strategies.memory import tier_resource
 
-    from ..checkpoints.ram_tier import choose_memory_root, create_memory_tier_dir, free_bytes, remove_memory_tier_dir, tier_bytes
-    from ..checkpoints.registry import RunResource
-    from ..checkpoints.strategies.memory import MemoryTierWarning
-    from ..engine.events import M_MEMORY_TIER
-    from ..training.workload import PRESETS
-
-    need = tier_bytes(PRESETS[config.model].state_bytes) * ranks * copies
-    root, note = choose_memory_root(need, fallbacks)
-    path = create_memory_tier_dir(root)
-    if note:
-        warnings.warn(note, MemoryTierWarning, stacklevel=2)
-    marker = {"path": str(path), "needed_bytes": need, "free_bytes": free_bytes(root), "fallback": note or "",
-              "copies": copies}
-    return path, RunResource(cleanup=lambda: remove_memory_tier_dir(path), events=[(M_MEMORY_TIER, marker)])
+    path, resource = tier_resource(config, fallbacks, snapshots=ranks * copies)
+    resource.events[0][1]["copies"] = copies
+    return path, resource
 
 
 class NodeRam:

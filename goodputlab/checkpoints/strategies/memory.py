@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ...engine.events import M_MEMORY_TIER
@@ -122,18 +123,26 @@ def prepare_run(config, fallbacks: tuple = ()) -> RunResource:
     ``/dev/shm``, or a directory with room when a container's 64 MB ``/dev/shm`` is too small; the
     run's event log records where (a ``memory_tier`` marker) and a warning says so.
     """
+    path, resource = tier_resource(config, fallbacks)
+    resource.env = {MEMORY_TIER_ENV: str(path)}
+    return resource
+
+
+def tier_resource(config, fallbacks: tuple = (), snapshots: int = 1) -> tuple[Path, RunResource]:
+    """A folder for ``snapshots`` RAM tiers of ``config.model``'s state (the run's one, or a job's per rank and
+    copy: :func:`goodputlab.distributed.node_ram.prepare_job_tier`), where they fit, and the resource that
+    removes it and marks where it went (a warning when not in ``/dev/shm``); no environment set."""
     import warnings
 
     from ...training.workload import PRESETS
 
-    need = tier_bytes(PRESETS[config.model].state_bytes)
+    need = tier_bytes(PRESETS[config.model].state_bytes) * snapshots
     root, note = choose_memory_root(need, fallbacks)
     path = create_memory_tier_dir(root)
     if note:
-        warnings.warn(note, MemoryTierWarning, stacklevel=2)
+        warnings.warn(note, MemoryTierWarning, stacklevel=3)
     marker = {"path": str(path), "needed_bytes": need, "free_bytes": free_bytes(root), "fallback": note or ""}
-    return RunResource(env={MEMORY_TIER_ENV: str(path)}, cleanup=lambda: remove_memory_tier_dir(path),
-                       events=[(M_MEMORY_TIER, marker)])
+    return path, RunResource(cleanup=lambda: remove_memory_tier_dir(path), events=[(M_MEMORY_TIER, marker)])
 
 
 class MemoryTierWarning(UserWarning):
