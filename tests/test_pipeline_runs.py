@@ -49,11 +49,16 @@ def test_anatomy_separates_fetch_from_prep(anatomy):
     transform = prep.wait_per_step_s - co.wait_per_step_s
     assert transform >= 25 * MS - 4 * MS
     assert full.wait_per_step_s - co.wait_per_step_s >= 60 * MS + 25 * MS - 4 * MS
-    # the anatomy's two stalls: the storage's (fetch) and the transform's (prep), each at least what
-    # was injected less the noise, and the full variant's period holds both
-    assert anatomy.prep_stall_s >= 25 * MS - 4 * MS
+    # the storage's wait on its own: the full variant waits at least the injected 60 ms more than the
+    # prep-only one, in the ledger
+    assert full.wait_per_step_s - prep.wait_per_step_s >= 60 * MS - 4 * MS
+    # the anatomy's two stalls difference the three runs' periods, so they hold the full variant's extra
+    # period between them. Neither is bounded from below: each period also holds its run's step, and the
+    # three runs follow each other on a shared machine whose load moves between them (in CI the
+    # compute-only run's steps took 53 ms against the full run's 30 ms, which left a prep stall of 12 ms
+    # for a 25 ms transform). The waits above are the firm figures; the chapter shows both.
     assert anatomy.fetch_stall_s + anatomy.prep_stall_s == pytest.approx(full.period_s - co.period_s, rel=1e-9)
-    assert full.period_s - co.period_s >= 60 * MS + 25 * MS - 8 * MS
+    assert anatomy.prep_stall_s == pytest.approx(prep.period_s - co.period_s, rel=1e-9)
 
 
 def test_anatomy_reports_the_ledgers_data_wait(anatomy):
@@ -69,7 +74,11 @@ def test_anatomy_reports_the_ledgers_data_wait(anatomy):
     assert prep >= 21 * MS + read
     assert anatomy.loops["full"].wait_per_step_s >= 77 * MS + read
     rows = {r["variant"]: r for r in anatomy.rows()}
-    assert rows["compute_only"]["of_ceiling"] == 1.0 and rows["full"]["of_ceiling"] < 0.4
+    # the ceiling is the compute-only run's throughput. The full run waits at least 81 ms a step more, so
+    # it is below the ceiling unless the load slowed the compute-only run's steps by more than that; how
+    # far below is a bet on the load (0.15 quiet, 0.41 in CI with the compute-only run's steps slowed)
+    assert rows["compute_only"]["of_ceiling"] == 1.0 and rows["full"]["of_ceiling"] < 1.0
+    assert rows["full"]["of_ceiling"] == pytest.approx(anatomy.loops["compute_only"].period_s / anatomy.loops["full"].period_s)
 
 
 def test_model_predicts_a_real_pipeline_bound_run(anatomy, tmp_path):
