@@ -143,13 +143,13 @@ dashboard: $(WORKSHOP_STAMP)
 figures: $(BOOK_STAMP)
 	$(BIN)/python tools/make_figures.py --out $(FIGURES) $(if $(FULL),--full) book/*.ipynb
 
-# Everything, in three streams side by side (tools/run_tests.py says why and prints each lane's
-# wall and CPU time): the notebooks under papermill, then nbval on the chapters (on the outputs of
-# those executions: tools/nbval_shared.py), then the browser tests of the labs, the dashboard (also
-# in Voila) and the website; the other tests that measure real runs (marked `measures` in
-# tests/conftest.py); the rest (pure units, charts, docs, lab checks, layout, bad input), then the
-# chapters read in JupyterLab.
-# Every lane runs even when one fails; the target fails if any did.
+# Everything, in jobs that three workers take side by side, the longest first (tools/run_tests.py
+# says why and prints each job's wall and CPU time): the notebooks under papermill, then nbval on
+# the chapters (on the outputs of those executions: tools/nbval_shared.py); the tests that measure
+# real runs (marked `measures` in tests/conftest.py); the rest (pure units, charts, docs, lab checks,
+# layout, bad input); the browser tests (the chapters read in JupyterLab; the labs, the dashboard,
+# also in Voila, and the website).
+# Every job runs even when one fails; the target fails if any did.
 test: $(TEST_STAMP)
 	$(BIN)/python tools/run_tests.py -- $(PYTEST_ARGS)
 

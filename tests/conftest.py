@@ -99,11 +99,11 @@ def pytest_runtest_setup(item):
 
 # --- which tests measure ------------------------------------------------------------------------
 #: Files whose tests assert what real runs measured (their times, their ledger, their bits): `make test`
-#: runs these in a lane of their own, beside every notebook under papermill (any test that uses
+#: runs these in jobs of their own, apart from every notebook under papermill (any test that uses
 #: ``executed_notebook``) and the others (pure units, charts, docs, lab checks, layout, bad input)
 #: (tools/run_tests.py). A new file that trains and asserts what it measured belongs here.
 MEASURING_FILES = frozenset({
-    "test_auto_interval.py", "test_benchmark_pipeline.py", "test_benchmark_serving.py", "test_benchmark_stall.py",
+    "test_torchft.py", "test_auto_interval.py", "test_benchmark_pipeline.py", "test_benchmark_serving.py", "test_benchmark_stall.py",
     "test_cheap_checkpoints.py", "test_cli.py", "test_distributed_runs.py", "test_efficiency_cli.py",
     "test_emulated_nodes.py",
     "test_efficiency_sweep.py", "test_gpu_suite.py", "test_measure.py", "test_pipeline_resume.py",
@@ -116,8 +116,8 @@ MEASURING_FILES = frozenset({
 
 def pytest_collection_modifyitems(config, items):
     """Mark ``measures`` (see :data:`MEASURING_FILES`), and ``notebook_runs`` (a notebook executed by
-    papermill): `make test` (tools/run_tests.py) runs the notebooks in one lane, the other
-    measuring tests in another, and the rest in a third."""
+    papermill): `make test` (tools/run_tests.py) runs the notebooks, the other measuring tests and
+    the rest in jobs of their own."""
     for item in items:
         runs_notebooks = "executed_notebook" in getattr(item, "fixturenames", ())
         if runs_notebooks:
@@ -151,38 +151,59 @@ def smoke_parameters(rel: str) -> dict:
 
 @pytest.fixture(scope="session")
 def executed_notebook(tmp_path_factory):
-    """Execute a notebook (path relative to the repo) once per session with papermill in SMOKE mode
+    """Execute a notebook (path relative to the repo) once with papermill in SMOKE mode
     (:func:`smoke_parameters`).
 
     Returns ``(notebook, metrics, seconds)``; ``metrics`` is what its cells passed to
     ``goodputlab.notebook.record_metrics``. Where ``GOODPUTLAB_EXECUTED_DIR`` is set (``make test``
-    sets it), the executed copy is saved there too, and nbval compares its outputs instead of
-    executing the chapter again (tools/nbval_shared.py).
+    sets it), the executed copy is saved there, and it serves every pytest of that ``make test``:
+    the first to ask for a notebook executes it while it holds a lock on it, the others wait for the
+    lock and read that execution (tools/run_tests.py runs the notebooks' tests in several jobs), and
+    nbval compares its outputs instead of executing the chapter again (tools/nbval_shared.py).
     """
+    import fcntl
     import time
 
     import nbformat
     import papermill as pm
     if str(ROOT / "tools") not in sys.path:
         sys.path.insert(0, str(ROOT / "tools"))
-    from nbval_shared import save_execution  # tools/nbval_shared.py
+    from nbval_shared import ENV, save_execution, saved_name  # tools/nbval_shared.py
 
     from goodputlab.notebook import read_metrics
 
     cache = {}
 
+    def run(rel: str) -> tuple[Path, float]:
+        src = ROOT / rel
+        out = tmp_path_factory.mktemp("notebooks") / src.name
+        t = time.monotonic()
+        pm.execute_notebook(
+            str(src), str(out), parameters=smoke_parameters(rel), cwd=str(src.parent),
+            kernel_name="python3", progress_bar=False,
+        )
+        seconds = time.monotonic() - t
+        save_execution(rel, out)  # nbval compares this execution's outputs (tools/nbval_shared.py)
+        return out, seconds
+
+    def shared(rel: str, folder: Path) -> tuple[Path, float]:
+        """The execution every pytest of this ``make test`` shares: made under the notebook's lock
+        by the first to ask (its seconds beside it, written last), read by the others."""
+        folder.mkdir(parents=True, exist_ok=True)
+        saved, timing = folder / saved_name(rel), folder / (saved_name(rel) + ".seconds")
+        with open(folder / (saved_name(rel) + ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
+            if not timing.exists():  # no execution yet, or the one before failed
+                _, seconds = run(rel)
+                timing.write_text(repr(seconds))
+            return saved, float(timing.read_text())
+
     def execute(rel: str):
         if rel not in cache:
-            src = ROOT / rel
-            out = tmp_path_factory.mktemp("notebooks") / src.name
-            t = time.monotonic()
-            pm.execute_notebook(
-                str(src), str(out), parameters=smoke_parameters(rel), cwd=str(src.parent),
-                kernel_name="python3", progress_bar=False,
-            )
+            folder = os.environ.get(ENV)
+            out, seconds = shared(rel, Path(folder)) if folder else run(rel)
             nb = nbformat.read(out, as_version=4)
-            cache[rel] = (nb, read_metrics(nb), time.monotonic() - t)
-            save_execution(rel, out)  # nbval compares this execution's outputs (tools/nbval_shared.py)
+            cache[rel] = (nb, read_metrics(nb), seconds)
         return cache[rel]
 
     return execute

@@ -1,36 +1,40 @@
-"""Run the whole test suite in lanes (what ``make test`` and CI run), and say how long each took.
+"""Run the whole test suite in jobs (what ``make test`` and CI run), and say how long each took.
 
-The suite's parts differ in what they need from a 2-core machine. It runs in three streams side by
-side, each a row of lanes one after another:
+The suite is cut into jobs, each one pytest process over a few test files, and three workers run
+them side by side on a 2-core machine: when a worker's job ends it takes the next job that is
+ready, largest first. A worker that drew quick jobs, or a neighbour that left it more of the cores,
+takes more of them, so the streams end within one job of each other whatever the load (fixed
+streams of lanes ended up to 7 minutes apart beside two busy loops, the longest setting the time).
 
-* Stream 1: the notebooks executed by papermill (chapters, labs, solutions: the tests marked
-  ``notebook_runs``), then nbval on the chapters (on those executions: below), then the browser
-  tests other than the chapters' (every lab and the dashboard in JupyterLab, the dashboard in
-  Voila, the website).
-* Stream 2: the other measuring tests (marked ``measures`` in tests/conftest.py: supervisors,
-  torchrun, the benchmarks' quick modes).
-* Stream 3: the rest (pure units, charts, docs, lab checks, layout, bad input), then the chapters
-  read in JupyterLab (each runs again in a kernel there, at SMOKE sizes).
+* Notebooks under papermill (the tests that use ``executed_notebook``, marked ``notebook_runs``),
+  in three jobs: chapters 1-5, chapters 6-11, then the labs, solutions and every notebook's
+  run-through. A notebook is executed once per ``make test``, by whichever job asks first; the
+  others read that execution (tests/conftest.py: ``executed_notebook`` shares it through
+  ``GOODPUTLAB_EXECUTED_DIR`` under a lock).
+* nbval on the chapters, once every notebook job has ended: it compares those executions' outputs
+  with the committed ones (tools/nbval_shared.py); it executes a chapter itself only where no copy
+  was saved.
+* The measuring tests (marked ``measures`` in tests/conftest.py: supervisors, torchrun, torchft,
+  emulated nodes, the benchmarks' quick modes) in four jobs; the tests that share a session's runs
+  (``clean_run`` and ``killed_run``, the efficiency sweep) stay in one job.
+* The rest (pure units, charts, docs, lab checks, layout, bad input).
+* The browser tests: the chapters read in JupyterLab (each runs again in a kernel there, at SMOKE
+  sizes); the labs, the dashboard and the website.
 
-Three lanes on two cores keep the cores full: a notebook's runs and the supervisors wait on
-launches, sleeps and emulated storage as much as on the cores, and on a machine shared with other
-work the suite's share of the cores grows with the lanes that are ready to run. Every assertion in
-the measuring tests is a ratio measured in one run or a model bound, which holds beside two busy
-loops (README: make test is measured both ways), and so beside the other lanes. (The measuring
-tests first ran alone as a phase; then in two streams, where the browser tests, the longest lane,
-waited for the notebooks: 20-25 min quiet and 30 beside two busy loops.)
+Every job's last catch-all takes the files no other job of its kind names, so a new test file
+always runs. Three workers on two cores keep the cores full: a notebook's runs and the supervisors
+wait on launches, sleeps and emulated storage as much as on the cores. Every assertion in the
+measuring tests is a ratio measured in one run or a model bound, which holds beside two busy loops
+(README: make test is measured both ways), and so beside the other jobs.
 
-Each chapter is executed once under papermill (SMOKE) in stream 1, and nbval compares the outputs
-of that execution with the committed ones (tools/nbval_shared.py: the executed copies are saved in
-``GOODPUTLAB_EXECUTED_DIR``, a folder of this run); it executes a chapter itself only where no copy
-was saved. Every lane's CPU time (its processes and the descendants they waited for) is printed
-beside its wall time: on a shared machine it says how much work a lane is, which its wall time
-cannot.
+Every job's CPU time (its processes and the descendants they waited for) is printed beside its
+wall time: on a shared machine it says how much work a job is, which its wall time cannot.
 
-Every lane runs even when another fails. Each lane's output is printed whole when it ends, with its
-exit status and time; the last line sums them up. Exit status: 0 when every lane passed, else 1.
+Every job runs even when another fails. Each job's output is printed whole when it ends, with its
+exit status and time; the last line sums them up. Exit status: 0 when every job passed (or selected
+no test, under a ``-k`` of PYTEST_ARGS), else 1.
 
-    python tools/run_tests.py [--dry-run] [-- PYTEST_ARGS...]
+    python tools/run_tests.py [--dry-run] [--workers N] [-- PYTEST_ARGS...]
 """
 
 from __future__ import annotations
@@ -65,9 +69,10 @@ def nbval_notebooks() -> list[str]:
 
 
 @dataclass
-class Lane:
+class Job:
     name: str
     args: list[str]
+    after: tuple[str, ...] = ()  # the name prefixes of the jobs that must end first
     log: Path = field(default=None)  # type: ignore[assignment]
     proc: subprocess.Popen | None = None
     started: float = 0.0
@@ -79,93 +84,131 @@ class Lane:
 #: the chapters' reading in JupyterLab (tests/test_browser.py), apart from the other browser tests
 CHAPTERS_READ = "jupyterlab and book/"
 
+#: The notebook jobs before the catch-all (labs, solutions, every notebook's run-through).
+NOTEBOOK_JOBS = {
+    "notebooks: chapters 1-5": [f"tests/test_book_0{k}.py" for k in range(1, 6)],
+    "notebooks: chapters 6-11": [*(f"tests/test_book_{k:02d}.py" for k in range(6, 12)), "tests/test_prose_numbers.py"],
+}
+#: The measuring jobs before the catch-all. Tests that share a session's real runs stay in one job
+#: (tests/conftest.py's ``clean_run`` and ``killed_run``; efficiency_helpers' ``tiny_sweep``).
+MEASURING_JOBS = {
+    "runs: torchft and emulated nodes": ["tests/test_torchft.py", "tests/test_emulated_nodes.py"],
+    "runs: supervisor, strategies, CLI": ["tests/test_supervisor.py", "tests/test_strategies.py",
+                                          "tests/test_auto_interval.py", "tests/test_pipeline_resume.py",
+                                          "tests/test_cli.py"],
+    "runs: recovery, torture, torchrun": ["tests/test_torture.py", "tests/test_recovery.py",
+                                          "tests/test_distributed_runs.py", "tests/test_run_safety.py"],
+}
 
-def streams(pytest_args: list[str]) -> list[list[Lane]]:
-    """The streams, run side by side; each a list of lanes run one after another."""
+
+def _named_then_rest(jobs: dict[str, list[str]], rest: str, marks: str, py: list[str],
+                     pytest_args: list[str]) -> list[Job]:
+    """A job per entry of ``jobs`` (its files, the tests of them that ``marks`` selects), then
+    ``rest``: every other test file's tests that ``marks`` selects."""
+    out = [Job(name, py + [*files, "-m", marks, *pytest_args]) for name, files in jobs.items()]
+    named = [f"--ignore={f}" for files in jobs.values() for f in files]
+    out.append(Job(rest, py + ["tests", "-m", marks, *NOT_BROWSER, *named, *pytest_args]))
+    return out
+
+
+def plan(pytest_args: list[str]) -> list[Job]:
+    """Every job, in the order the workers take them when ready: the longest first (from the lanes'
+    CPU time in make test's runs), the short ones filling in at the end."""
     py = [sys.executable, "-m", "pytest"]
+    notebooks = _named_then_rest(NOTEBOOK_JOBS, "notebooks: labs, solutions, run-throughs",
+                                 "measures and notebook_runs", py, pytest_args)
+    runs = _named_then_rest(MEASURING_JOBS, "runs: widgets, benchmarks, pipeline and the others",
+                            "measures and not notebook_runs", py, pytest_args)
     return [
-        [
-            Lane("measuring: notebooks", py + ["tests", "-m", "measures and notebook_runs", *NOT_BROWSER, *pytest_args]),
-            Lane("nbval", py + [*NBVAL_ARGS, *nbval_notebooks(), *pytest_args]),
-            Lane("browser: labs, dashboard, site", py + [*BROWSER_TESTS, "-k", f"not ({CHAPTERS_READ})", *pytest_args]),
-        ],
-        [
-            Lane("measuring: runs", py + ["tests", "-m", "measures and not notebook_runs", *NOT_BROWSER, *pytest_args]),
-        ],
-        [
-            Lane("the rest", py + ["tests", "-m", "not measures", *NOT_BROWSER, *pytest_args]),
-            Lane("browser: chapters", py + ["tests/test_browser.py", "-k", CHAPTERS_READ, *pytest_args]),
-        ],
+        Job("browser: chapters", py + ["tests/test_browser.py", "-k", CHAPTERS_READ, *pytest_args]),
+        runs[0],
+        *notebooks,
+        *runs[1:],
+        Job("the rest", py + ["tests", "-m", "not measures", *NOT_BROWSER, *pytest_args]),
+        Job("browser: labs, dashboard, site", py + [*BROWSER_TESTS, "-k", f"not ({CHAPTERS_READ})", *pytest_args]),
+        Job("nbval", py + [*NBVAL_ARGS, *nbval_notebooks(), *pytest_args], after=("notebooks:",)),
     ]
 
 
-def _start(lane: Lane, folder: Path, env: dict) -> None:
-    lane.log = folder / f"lane-{lane.name.replace(' ', '_').replace(':', '')}.log"
-    lane.started = time.monotonic()
-    with open(lane.log, "wb") as out:
-        lane.proc = subprocess.Popen(lane.args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+def _start(job: Job, folder: Path, env: dict) -> None:
+    job.log = folder / f"job-{''.join(ch if ch.isalnum() else '_' for ch in job.name)}.log"
+    job.started = time.monotonic()
+    with open(job.log, "wb") as out:
+        job.proc = subprocess.Popen(job.args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
-def _reap(lane: Lane) -> bool:
-    """Whether the lane's pytest has ended; if so its exit status, wall and CPU seconds are set
+def _reap(job: Job) -> bool:
+    """Whether the job's pytest has ended; if so its exit status, wall and CPU seconds are set
     (``os.wait4`` gives the CPU time of the process and of the descendants it waited for)."""
-    pid, status, usage = os.wait4(lane.proc.pid, os.WNOHANG)
+    pid, status, usage = os.wait4(job.proc.pid, os.WNOHANG)
     if pid == 0:
         return False
-    lane.code = os.waitstatus_to_exitcode(status)
-    lane.proc.returncode = lane.code
-    lane.seconds = time.monotonic() - lane.started
-    lane.cpu = usage.ru_utime + usage.ru_stime
+    job.code = os.waitstatus_to_exitcode(status)
+    job.proc.returncode = job.code
+    job.seconds = time.monotonic() - job.started
+    job.cpu = usage.ru_utime + usage.ru_stime
     return True
 
 
-def run_streams(streams: list[list[Lane]], folder: Path) -> None:
-    """Run the streams side by side (each stream's lanes one after another), print each lane's log
-    when it ends, return when every lane has."""
+def ready(job: Job, jobs: list[Job]) -> bool:
+    """Whether every job that ``job`` waits for has ended."""
+    return all(other.code is not None for other in jobs
+               if other is not job and any(other.name.startswith(prefix) for prefix in job.after))
+
+
+def run_jobs(jobs: list[Job], folder: Path, workers: int) -> None:
+    """Run the jobs on ``workers`` workers, each taking the first ready job in ``jobs``' order when
+    it is free; print each job's log when it ends; return when every job has."""
     env = dict(os.environ, GOODPUTLAB_SMOKE="1", GOODPUTLAB_EXECUTED_DIR=str(folder / "executed"),
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "tools"), os.environ.get("PYTHONPATH")])))
-    queues = [list(stream) for stream in streams]
-    running = []
-    for queue in queues:
-        lane = queue.pop(0)
-        _start(lane, folder, env)
-        running.append((lane, queue))
-    while running:
-        for lane, queue in list(running):
-            if not _reap(lane):
-                continue
-            running.remove((lane, queue))
-            print(f"\n=== {lane.name}: exit {lane.code} in {lane.seconds:.0f} s (cpu {lane.cpu:.0f} s) ===", flush=True)
-            sys.stdout.write(lane.log.read_text(errors="replace"))
-            sys.stdout.flush()
-            if queue:
-                following = queue.pop(0)
-                _start(following, folder, env)
-                running.append((following, queue))
+    waiting, running = list(jobs), []
+    while waiting or running:
+        for job in list(running):
+            if _reap(job):
+                running.remove(job)
+                print(f"\n=== {job.name}: exit {job.code} in {job.seconds:.0f} s (cpu {job.cpu:.0f} s) ===", flush=True)
+                sys.stdout.write(job.log.read_text(errors="replace"))
+                sys.stdout.flush()
+        while len(running) < workers:
+            nxt = next((job for job in waiting if ready(job, jobs)), None)
+            if nxt is None:
+                break
+            waiting.remove(nxt)
+            _start(nxt, folder, env)
+            running.append(nxt)
         time.sleep(1.0)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--dry-run", action="store_true", help="print each lane's command, run nothing")
+    p.add_argument("--dry-run", action="store_true", help="print each job's command, run nothing")
+    p.add_argument("--workers", type=int, default=3, help="jobs run side by side (default 3, for 2 cores)")
     p.add_argument("pytest_args", nargs="*", help="passed to every pytest (after --)")
     args = p.parse_args(argv)
-    plan = streams(args.pytest_args)
-    lanes = [lane for stream in plan for lane in stream]
+    if args.workers < 1:
+        p.error(f"--workers must be at least 1, not {args.workers}")
+    jobs = plan(args.pytest_args)
     if args.dry_run:
-        for k, stream in enumerate(plan, 1):
-            for lane in stream:
-                print(f"stream {k}, {lane.name}: {shlex.join(lane.args)}")
+        for job in jobs:
+            after = f" (after every job named {', '.join(repr(a) for a in job.after)}...)" if job.after else ""
+            print(f"{job.name}{after}: {shlex.join(job.args)}")
         return 0
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="goodputlab-test-lanes-") as tmp:
-        run_streams(plan, Path(tmp))
+    with tempfile.TemporaryDirectory(prefix="goodputlab-test-jobs-") as tmp:
+        run_jobs(jobs, Path(tmp), args.workers)
     total = time.monotonic() - t0
-    parts = " | ".join(", then ".join(f"{lane.name} exit {lane.code} in {lane.seconds:.0f} s, cpu {lane.cpu:.0f} s"
-                                      for lane in stream) for stream in plan)
-    cpu = sum(lane.cpu for lane in lanes)
-    print(f"\nmake test: {parts}; total {int(total // 60)} min {int(total % 60)} s, cpu {cpu:.0f} s", flush=True)
-    return 0 if all(lane.code == 0 for lane in lanes) else 1
+    parts = "; ".join(f"{job.name} exit {job.code} in {job.seconds:.0f} s, cpu {job.cpu:.0f} s" for job in jobs)
+    cpu = sum(job.cpu for job in jobs)
+    print(f"\nmake test ({args.workers} workers): {parts}; total {int(total // 60)} min {int(total % 60)} s, "
+          f"cpu {cpu:.0f} s", flush=True)
+    return 0 if all(passed(job) for job in jobs) else 1
+
+
+def passed(job: Job) -> bool:
+    """Exit 0, or pytest's 5 (no test selected: a ``-k`` in PYTEST_ARGS that leaves a job nothing;
+    a file a job names that is gone is pytest's 4, a failure)."""
+    return job.code in (0, 5)
+
 
 if __name__ == "__main__":
     sys.exit(main())
