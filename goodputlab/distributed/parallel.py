@@ -99,14 +99,11 @@ def wrap(model: nn.Module, device: torch.device, kind: str, clock: SyncClock | N
     if kind == DDP:
         from torch.nn.parallel import DistributedDataParallel
 
-        from ..training.eager import ddp_without_compiler
-
-        with ddp_without_compiler():  # a rank never compiles: building DDP need not import TorchDynamo
-            ddp = DistributedDataParallel(
-                model,
-                device_ids=[device.index] if device.type == "cuda" else None,
-                forward_sync_buffers=False,  # the model has no buffers; no collective before forward
-            )
+        ddp = DistributedDataParallel(
+            model,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            forward_sync_buffers=False,  # the model has no buffers; no collective before forward
+        )
         if clock is not None:
             ddp.register_comm_hook(None, clock.hook)
         return ddp

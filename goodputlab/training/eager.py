@@ -22,7 +22,6 @@ wrong).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import sys
 
@@ -55,54 +54,7 @@ def skip_compiler_import() -> int:
             elif code is step_code and name == "step":
                 setattr(cls, name, _eager_step(fn))
                 changed += 1
-    changed += _eager_ddp_forward(disabled_code)
     return changed
-
-
-def _eager_ddp_forward(disabled_code) -> int:
-    """DDP's forward enters ``_inside_ddp_forward``, a context manager over a compiler-marked function: give
-    that function its eager self too (1: changed; 0: nothing to do, or a shape this does not recognise)."""
-    try:
-        from torch.nn.parallel import distributed
-    except ImportError:  # a torch built without distributed
-        return 0
-    helper = vars(distributed.DistributedDataParallel).get("_inside_ddp_forward")
-    marked = getattr(helper, "__wrapped__", None)  # contextmanager's helper wraps the compiler's lazy wrapper
-    fn = getattr(marked, "__wrapped__", None)
-    if fn is None or getattr(marked, "__code__", None) is not disabled_code or hasattr(fn, "__dynamo_disable"):
-        return 0
-    setattr(fn, "__dynamo_disable", fn)
-    return 1
-
-
-class _NoCompiler:
-    """What building a ``DistributedDataParallel`` reads of ``torch._dynamo`` in a process that does not
-    compile: the mode of torch's DDP optimizer for compiled graphs, its default (``optimize_ddp=True``)."""
-
-    class utils:  # noqa: N801  (the name DDP reads: torch._dynamo.utils)
-        @staticmethod
-        def get_optimize_ddp_mode() -> str:
-            return "ddp_optimizer"
-
-
-@contextlib.contextmanager
-def ddp_without_compiler():
-    """Around building a ``DistributedDataParallel``: its constructor reads one setting of the compiler
-    (``torch._dynamo.utils.get_optimize_ddp_mode()``, to choose a reducer for compiled graphs), and
-    ``torch._dynamo`` is imported lazily on that first use: about 1.5 CPU-seconds of every rank's start-up.
-    While building, the setting's default answers (:class:`_NoCompiler`); after, ``torch._dynamo`` is
-    torch's lazy import again. A process that has imported the compiler already is left alone."""
-    import torch
-
-    if "torch._dynamo" in sys.modules or "_dynamo" in vars(torch):
-        yield
-        return
-    torch._dynamo = _NoCompiler
-    try:
-        yield
-    finally:
-        if vars(torch).get("_dynamo") is _NoCompiler:
-            del torch._dynamo
 
 
 def _eager_step(step):
