@@ -1,7 +1,7 @@
 """What the ranks of the real process groups in test_distributed_groups.py do (spawned processes import this).
 
-Each session is a function ``session(rank, world, port, out)`` run in ``world`` spawned processes
-that meet at ``127.0.0.1:port`` (gloo). Results go to JSON files in ``out`` for the test to read.
+Each spawned function ``fn(rank, world, port, out)`` runs in ``world`` spawned processes that meet at
+``127.0.0.1:port`` (gloo); the two-rank one runs sessions a and c in the same processes. Results go to JSON files in ``out`` for the test to read.
 """
 
 from __future__ import annotations
@@ -98,14 +98,29 @@ def dump(out: Path, name: str, obj) -> None:
 
 
 # --- the sessions -----------------------------------------------------------------------------------
-def two_ranks_train_and_save(rank_id: int, world: int, port: int, out: str) -> None:
-    """2 ranks, rank 1 a straggler (factor 4): 4 steps, a sync save at step 2, an async one at 4, and a
-    commit that must not happen because rank 1's part is missing."""
-    from goodputlab.distributed import ranks, sharded
-    from goodputlab.distributed.straggler import Straggler
+def two_ranks_train_and_save_then_restore(rank_id: int, world: int, port: int, out: str) -> None:
+    """Sessions a and c in the same two processes (two fewer launches of torch): session a, then, once the
+    test has run session b and added step 6 (it creates the file ``go-c``), session c."""
+    from goodputlab.distributed import ranks
 
     out = Path(out)
     rank = join(rank_id, world, port)
+    two_ranks_train_and_save(rank, out)
+    deadline = time.monotonic() + 600
+    while not (out / "go-c").exists():
+        if (out / "stop").exists() or time.monotonic() > deadline:
+            raise SystemExit("session c was not asked for")
+        time.sleep(0.05)
+    two_ranks_restore_one_ranks_checkpoint(rank, out)
+    ranks.teardown()
+
+
+def two_ranks_train_and_save(rank, out: Path) -> None:
+    """2 ranks, rank 1 a straggler (factor 4): 4 steps, a sync save at step 2, an async one at 4, and a
+    commit that must not happen because rank 1's part is missing."""
+    from goodputlab.distributed import sharded
+    from goodputlab.distributed.straggler import Straggler
+
     ddp, optimizer, scheduler, clock = build(rank, Straggler(rank=1, factor=4.0, prob=1.0))
     commits = []
     sync = sharded.ShardedCheckpointer(store(out), rank, lambda s, **i: commits.append((s, i)), asynchronous=False)
@@ -135,11 +150,11 @@ def two_ranks_train_and_save(rank_id: int, world: int, port: int, out: str) -> N
             ddp, optimizer, scheduler, 5, {"step": 5, "batch_size": GLOBAL_BATCH})
     except RuntimeError as e:
         refused = str(e)
+    rank.agree(True)  # both ranks are done with the checkpoints before either says so
     dump(out, f"session-a-rank{rank.rank}.json", {
         "timings": timings, "commits": [[s, i] for s, i in commits], "refused": refused,
         "bytes": {"sync": sync.last_bytes, "async": asyn.last_bytes},
     })
-    ranks.teardown()
 
 
 def one_rank_restores_then_saves(rank_id: int, world: int, port: int, out: str) -> None:
@@ -164,13 +179,11 @@ def one_rank_restores_then_saves(rank_id: int, world: int, port: int, out: str) 
     ranks.teardown()
 
 
-def two_ranks_restore_one_ranks_checkpoint(rank_id: int, world: int, port: int, out: str) -> None:
+def two_ranks_restore_one_ranks_checkpoint(rank, out: Path) -> None:
     """2 ranks restore a one-process checkpoint (torch_save, step 6), then, as each newest one is damaged,
     the 1 rank's sharded step 5 and the 2 ranks' step 4."""
-    from goodputlab.distributed import ranks, sharded
+    from goodputlab.distributed import sharded
 
-    out = Path(out)
-    rank = join(rank_id, world, port)
     ddp, optimizer, scheduler, clock = build(rank)
     found, skipped = [], []
     for damage in (None, "step-00000006/state.pt", "step-00000005/__0_0.distcp"):
@@ -187,4 +200,3 @@ def two_ranks_restore_one_ranks_checkpoint(rank_id: int, world: int, port: int, 
         found.append({"step": r.step, "written_by": r.world_size, "rng": r.rng, "layout": r.layout,
                       "state": digest(ddp, optimizer, scheduler)})
     dump(out, f"session-c-rank{rank.rank}.json", {"found": found, "skipped": skipped})
-    ranks.teardown()

@@ -1,6 +1,7 @@
 """Real process groups: 2 gloo ranks (and 1) spawned here, training the tiny preset with DDP.
 
-One module-scoped sequence of three sessions (tests/distributed_sessions.py), a few seconds each:
+One module-scoped sequence of three sessions (tests/distributed_sessions.py), a few seconds each; 1 and 3
+run in the same two spawned ranks, which wait while 2 runs (three launches of torch, not five):
 
 1. two ranks train 4 steps with rank 1 a straggler, save a sync sharded checkpoint at step 2 and
    an async one at step 4, then try a commit in which rank 1's part is missing;
@@ -39,15 +40,29 @@ def spawn(fn, world: int, out: Path) -> None:
 
 @pytest.fixture(scope="module")
 def sessions(tmp_path_factory):
+    """Sessions a and c in the same two ranks (spawned once), session b in one rank spawned between them."""
+    import torch.multiprocessing as mp
+
     out = tmp_path_factory.mktemp("groups")
-    spawn(S.two_ranks_train_and_save, 2, out)
-    listed_after_a = sorted(p.name for p in (out / "ckpt").iterdir())
-    spawn(S.one_rank_restores_then_saves, 1, out)
-    one_process = CheckpointStore(out / "ckpt", keep=5)
-    state = one_process.load(one_process.path_for(5))  # read whole, as a one-process run resumes it
-    state["step"], state["data"]["step"] = 6, 6
-    one_process.save(state, 6)  # the same state as step 5, written as one process writes it
-    spawn(S.two_ranks_restore_one_ranks_checkpoint, 2, out)
+    pair = mp.spawn(S.two_ranks_train_and_save_then_restore, args=(2, free_port(), str(out)), nprocs=2, join=False)
+    try:
+        while not all((out / f"session-a-rank{r}.json").exists() for r in (0, 1)):
+            assert not pair.join(timeout=0.1), "the two ranks ended before session c"  # raises if one failed
+        listed_after_a = sorted(p.name for p in (out / "ckpt").iterdir())
+        spawn(S.one_rank_restores_then_saves, 1, out)
+        one_process = CheckpointStore(out / "ckpt", keep=5)
+        state = one_process.load(one_process.path_for(5))  # read whole, as a one-process run resumes it
+        state["step"], state["data"]["step"] = 6, 6
+        one_process.save(state, 6)  # the same state as step 5, written as one process writes it
+        (out / "go-c").touch()
+        while not pair.join(timeout=1):
+            pass
+    finally:
+        (out / "stop").touch()  # a failure above: the two ranks stop waiting
+        for p in pair.processes:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
     read = lambda name: json.loads((out / name).read_text())  # noqa: E731
     return {
         "out": out,

@@ -112,10 +112,13 @@ class Replica:
         import torch
 
         from ..pipeline.loader import SlowStorageDataset, data_file
+        from ..training.eager import skip_compiler_import
         from ..training.objects import build_training, make_deterministic
         from ..training.workload import PRESETS
 
         import torchft  # noqa: F401  (imported now: a spare pays for it before it is needed)
+
+        skip_compiler_import()  # a replica never compiles: its AdamW need not import TorchDynamo (about 1.5 CPU-s)
 
         self.preset = PRESETS[config.model]
         if config.threads:

@@ -48,17 +48,26 @@ JOIN_TIMEOUT_MS, HEARTBEAT_TIMEOUT_MS = 1000, 1000
 STOP_WAIT_S = 5.0
 
 
-def lighthouse_command() -> str | None:
-    """The ``torchft_lighthouse`` beside this interpreter (or on PATH), None when torchft is missing."""
+def lighthouse_command() -> list[str] | None:
+    """The command that starts torchft's lighthouse (its arguments follow), None when torchft is missing:
+    ``goodputlab/distributed/torchft_lighthouse.py`` run by this interpreter (torchft's Rust extension
+    loaded alone: no torch imported, about 2 CPU-s less for every run) when the extension is where that
+    file looks, else the ``torchft_lighthouse`` script beside this interpreter (or on PATH)."""
+    import importlib.machinery
     import importlib.util
 
     try:
-        if importlib.util.find_spec("torchft") is None:
-            return None
+        spec = importlib.util.find_spec("torchft")
     except (ImportError, ValueError):  # a torchft blocked in sys.modules
         return None
+    if spec is None:
+        return None
+    if any((Path(folder) / f"_torchft{suffix}").is_file() for folder in spec.submodule_search_locations or ()
+           for suffix in importlib.machinery.EXTENSION_SUFFIXES):
+        return [sys.executable, str(Path(__file__).parent.parent / "distributed" / "torchft_lighthouse.py")]
     here = Path(sys.executable).parent / "torchft_lighthouse"
-    return str(here) if here.exists() else shutil.which("torchft_lighthouse")
+    script = str(here) if here.exists() else shutil.which("torchft_lighthouse")
+    return [script] if script else None
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -157,7 +166,7 @@ class TorchftSupervision:
         log = open(self.out / "logs" / "lighthouse.log", "wb")
         with log:
             self.lighthouse = subprocess.Popen(
-                self.place.lighthouse([self.lighthouse_bin, "--min_replicas", "1", "--bind", self.place.lighthouse_bind,
+                self.place.lighthouse([*self.lighthouse_bin, "--min_replicas", "1", "--bind", self.place.lighthouse_bind,
                                        "--join_timeout_ms", str(JOIN_TIMEOUT_MS), "--heartbeat_timeout_ms", str(HEARTBEAT_TIMEOUT_MS)]),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                 preexec_fn=_die_with_parent,
