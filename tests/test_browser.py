@@ -82,11 +82,15 @@ class Ahead:
 
     def release(self, reader: labdriver.Reader, read: bool) -> None:
         """``reader``'s notebook is done: its page reads a later one (``read``: it was read to the
-        end and closed), or is closed."""
+        end and closed), or its kernel is shut down and the page closed."""
         if read:
             self.idle.append(reader)
-        else:
-            reader.page.close()
+            return
+        try:
+            reader.close_notebook()
+        except Exception:  # the test reports what went wrong; the server shuts the kernel down at the end
+            pass
+        reader.page.close()
 
     def _start(self, rel: str) -> None:
         if rel not in self.readers:
