@@ -62,15 +62,39 @@ def browser(lab):
 class Ahead:
     """Opens and runs the notebooks the session will test in their order, keeping the next one
     running in its own page while the current one is read: the kernels' runs wait on sleeps and
-    launches as much as on the cores, so two at a time finish sooner than one after another."""
+    launches as much as on the cores, so two at a time finish sooner than one after another.
+
+    The two pages are kept: a notebook read and closed hands its page (JupyterLab loaded, its
+    first-visit layout) to a later one, which opens there as a reader opens the next chapter
+    (Reader.open); a page whose notebook failed is closed instead."""
 
     def __init__(self, browser, lab, order: list[str]):
         self.browser, self.lab, self.order = browser, lab, order
         self.readers: dict[str, labdriver.Reader] = {}
+        self.idle: list[labdriver.Reader] = []
+
+    def _page(self) -> labdriver.Reader:
+        if self.idle:
+            reader = self.idle.pop()
+            reader.resize(labdriver.WIDTHS[0])
+            return reader
+        return labdriver.Reader(self.browser, self.lab, width=labdriver.WIDTHS[0])
+
+    def release(self, reader: labdriver.Reader, read: bool) -> None:
+        """``reader``'s notebook is done: its page reads a later one (``read``: it was read to the
+        end and closed), or its kernel is shut down and the page closed."""
+        if read:
+            self.idle.append(reader)
+            return
+        try:
+            reader.close_notebook()
+        except Exception:  # the test reports what went wrong; the server shuts the kernel down at the end
+            pass
+        reader.page.close()
 
     def _start(self, rel: str) -> None:
         if rel not in self.readers:
-            reader = labdriver.Reader(self.browser, self.lab, width=labdriver.WIDTHS[0])
+            reader = self._page()
             self.readers[rel] = reader
             reader.open(rel)
             # before Run: the committed outputs are static figures (no widget view to fail without its state)
@@ -89,7 +113,7 @@ class Ahead:
         return self.readers.pop(rel)
 
     def close(self) -> None:
-        for reader in self.readers.values():
+        for reader in [*self.readers.values(), *self.idle]:
             reader.page.close()
 
 
@@ -148,6 +172,7 @@ def _drive_chapter_1(reader: labdriver.Reader) -> None:
 @pytest.mark.parametrize("rel", READER_NOTEBOOKS)
 def test_notebook_reads_well_in_jupyterlab(rel, ahead, shots):
     reader = ahead.take(rel)
+    read = False
     try:
         reader.wait_done()
         stem = Path(rel).with_suffix("").as_posix().replace("/", "-")
@@ -166,8 +191,9 @@ def test_notebook_reads_well_in_jupyterlab(rel, ahead, shots):
             _drive_chapter_1(reader)
             assert not reader.problems(), "after a second run"
         reader.close_notebook()
+        read = True
     finally:
-        reader.page.close()
+        ahead.release(reader, read)
     assert not reader.outside, f"requests left the machine: {reader.outside[:5]}"
     assert not [e for e in reader.errors if "vega" in e.lower() or "altair" in e.lower()], reader.errors
 

@@ -91,7 +91,9 @@ def test_dashboard_lever_run_and_charts(dashboard, tmp_path):
         errors, outside = [], []
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.on("request", lambda r: outside.append(r.url) if r.url.startswith("http") and not r.url.startswith(dashboard) else None)
-        page.goto(dashboard)
+        # Voila sends the page as the kernel runs the notebook: its load event comes when the run ends,
+        # which beside other work can take longer than goto's 30 s; the widgets below are what we wait for
+        page.goto(dashboard, wait_until="commit", timeout=120_000)
         page.wait_for_selector("text=theory predicts", timeout=120_000)
         page.wait_for_function("document.querySelectorAll('.vega-embed svg, .vega-embed canvas').length >= 2", timeout=60_000)
         body = page.inner_text("body")

@@ -201,6 +201,29 @@ _PROBLEMS_JS = r"""
 }
 """
 
+# After a resize: JupyterLab lays its panels out on the frames after the window's resize event, and
+# vega-embed redraws a chart sized to its container on a frame after that
+_LAID_OUT_JS = r"""
+async ([width, height]) => {
+  const frame = () => new Promise(r => { requestAnimationFrame(() => r()); setTimeout(r, 50); });
+  const widths = () => {
+    const w = window.jupyterapp.shell.currentWidget;
+    const node = w ? w.node : document.body;
+    return [node, ...node.querySelectorAll('.jp-OutputArea-output, .vega-embed svg, .vega-embed canvas')]
+      .map(e => Math.round(e.getBoundingClientRect().width)).join(',');
+  };
+  const deadline = Date.now() + 10000;
+  while ((window.innerWidth !== width || window.innerHeight !== height) && Date.now() < deadline) await frame();
+  let last = null, same = 0;
+  while (same < 10 && Date.now() < deadline) {
+    await frame();
+    const now = widths();
+    same = now === last ? same + 1 : 0;
+    last = now;
+  }
+}
+"""
+
 _PANELS_JS = f"""
 (nb) => [...nb.querySelectorAll('.jp-OutputArea-output')]
   .filter(out => out.querySelector('{CONTROLS}') && out.offsetParent !== null)
@@ -215,6 +238,7 @@ class Reader:
         self.server = server
         self._started = time.monotonic()
         self.page = browser.new_page(viewport={"width": width, "height": height})
+        self._app_loaded = False
         self.errors: list[str] = []
         self.outside: list[str] = []
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
@@ -224,8 +248,18 @@ class Reader:
     # --- a notebook ---------------------------------------------------------------------------------
     def open(self, rel: str, timeout_s: float = 180.0) -> None:
         """Open ``rel`` (a path under the server's root) in JupyterLab's first-visit layout (the
-        file browser open beside it) and wait for its kernel to be idle."""
-        self.page.goto(f"{self.server.url}/lab/tree/{rel}?token={TOKEN}&reset")
+        file browser open beside it) and wait for its kernel to be idle. The page's first notebook
+        loads JupyterLab (``/lab/tree/...&reset``); a later one, after :meth:`close_notebook`, is
+        opened in the same JupyterLab (File > Open), in the same layout, as a reader opens the next
+        chapter: loading the app again for each notebook would cost more than reading most of them.
+        What the page records (errors, requests off the machine) starts afresh with each notebook."""
+        self.errors.clear()
+        self.outside.clear()
+        if self._app_loaded:
+            self.page.evaluate("(path) => { window.jupyterapp.commands.execute('docmanager:open', {path}); }", rel)
+        else:
+            self.page.goto(f"{self.server.url}/lab/tree/{rel}?token={TOKEN}&reset")
+            self._app_loaded = True
         self.page.wait_for_function(
             f"() => {{ try {{ return window.jupyterapp.shell.currentWidget.context.path === {rel!r}"
             f" && {KERNEL}.status === 'idle'; }} catch (e) {{ return false; }} }}",
@@ -309,8 +343,13 @@ class Reader:
 
     # --- what the reader sees -------------------------------------------------------------------------
     def resize(self, width: int, height: int = 1000) -> None:
+        """Set the window's size and wait until JupyterLab has laid the notebook out again: the
+        window has the new size and the widths of the notebook, its output areas and its charts
+        have not changed for 10 frames in a row."""
+        if self.page.viewport_size == {"width": width, "height": height}:
+            return
         self.page.set_viewport_size({"width": width, "height": height})
-        self.page.wait_for_timeout(700)  # JupyterLab lays its panels out again on resize
+        self.page.evaluate(_LAID_OUT_JS, [width, height])
 
     def notebook_node(self):
         return self.page.evaluate_handle("window.jupyterapp.shell.currentWidget.node")
