@@ -27,6 +27,20 @@ def run_cli(cli, env, *args, **kwargs):
     return subprocess.run([*cli, *args], capture_output=True, text=True, env=env, timeout=60, **kwargs)
 
 
+def main_in_process(capsys, *args) -> subprocess.CompletedProcess:
+    """``goodputlab ARGS`` through the command's own ``main`` in this process (the code the entry
+    point runs; the entry point itself is run by the progress-bar tests below): exit code, stdout, stderr."""
+    from goodputlab.cli import main
+
+    capsys.readouterr()
+    try:
+        code = main(list(args))
+    except SystemExit as e:  # argparse's own errors and --help
+        code = e.code
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["goodputlab", *args], code, out, err)
+
+
 def one_error_line(r) -> str:
     assert r.returncode == 2, (r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()
@@ -83,25 +97,26 @@ def test_optimal_explains_its_two_goodput_columns(capsys):
         ([*SIM, "--days", "0"], "goodputlab simulate: error: --days 0 is invalid; allowed: a number of days > 0"),
     ],
 )
-def test_errors_echo_the_value_as_typed_in_one_style(cli, cli_env, args, expected):
-    assert one_error_line(run_cli(cli, cli_env, *args)) == expected
+def test_errors_echo_the_value_as_typed_in_one_style(capsys, args, expected):
+    assert one_error_line(main_in_process(capsys, *args)) == expected
 
 
-def test_hot_spares_without_a_restart_time_says_what_to_add(cli, cli_env):
-    line = one_error_line(run_cli(cli, cli_env, *SIM, "--hot-spares", "2"))
+def test_hot_spares_without_a_restart_time_says_what_to_add(capsys):
+    line = one_error_line(main_in_process(capsys, *SIM, "--hot-spares", "2"))
     assert line.startswith("goodputlab simulate: error: --hot-spares 2 is invalid")
     assert "--spare-restart-s SECONDS" in line and "take over" in line
     assert "None" not in line and "hot_spares" not in line and "spare_restart_s" not in line
 
 
-def test_help_shows_units_and_examples(cli, cli_env):
-    sim_help = run_cli(cli, cli_env, "simulate", "--help").stdout
+def test_help_shows_units_and_examples(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")  # the width a captured process gets
+    sim_help = main_in_process(capsys, "simulate", "--help").stdout
     for shown in ("--devices N", "--device-mtbf-h HOURS", "--days DAYS", "--interval-min MINUTES", "--save-s SECONDS",
                   "--trials N", "--data-stall-fraction SHARE"):
         assert shown in sim_help
     assert not re.search(r"--[a-z-]+ [A-Z]+_[A-Z]", sim_help)  # no SAVE_S-style metavars
     assert "examples:" in sim_help
-    optimal_help = run_cli(cli, cli_env, "optimal", "--help").stdout
+    optimal_help = main_in_process(capsys, "optimal", "--help").stdout
     assert "--save-s SECONDS" in optimal_help and "--mtbf-s SECONDS" in optimal_help and "examples:" in optimal_help
 
 

@@ -46,7 +46,12 @@ def test_make_figures_on_a_chapter(tmp_path):
     assert "Llama 3" in "".join(p.read_text() for p in svgs)  # the cause chart's title, as text in the SVG
 
 
-def test_make_figures_refuses_a_missing_notebook(tmp_path):
-    done = subprocess.run([sys.executable, str(ROOT / "tools" / "make_figures.py"), "--out", str(tmp_path),
-                           "book/no_such_chapter.ipynb"], capture_output=True, text=True, cwd=ROOT)
-    assert done.returncode == 2 and "no notebook book/no_such_chapter.ipynb" in done.stderr
+def test_make_figures_refuses_a_missing_notebook(tmp_path, capsys, monkeypatch):
+    """The refusal comes before anything is executed: the script's ``main``, in this process."""
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    monkeypatch.chdir(ROOT)
+    import make_figures
+
+    assert make_figures.main(["--out", str(tmp_path / "figures"), "book/no_such_chapter.ipynb"]) == 2
+    assert "no notebook book/no_such_chapter.ipynb" in capsys.readouterr().err
+    assert not (tmp_path / "figures").exists()

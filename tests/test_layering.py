@@ -308,17 +308,35 @@ def test_the_layers_form_no_cycle():
     assert all(low < high for high, low in layer_edges), sorted(layer_edges)
 
 
-def test_a_run_result_draws_through_the_protocol_the_public_api_fills():
+@pytest.fixture(scope="module")
+def fresh_import():
+    """One fresh interpreter for the import checks below, each stage printing that it passed:
+    ``import goodputlab`` loads nothing; a formula loads its theory only; a recorded run names its
+    charts without loading them; every public name resolves without torch."""
     code = (
         "import sys, goodputlab as gl\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('goodputlab.'))\n"
+        "assert loaded == [], loaded\n"
+        "gl.daly_interval(60, 10000)\n"
+        "assert 'goodputlab.theory' in sys.modules and 'goodputlab.engine.api' not in sys.modules\n"
+        "print('nothing until asked', flush=True)\n"
         "name = next(iter(gl.recorded_runs()))\n"  # handing out runs names the charts that draw them
         "r = gl.recorded_run(name)\n"
         "assert 'goodputlab.charts' not in sys.modules  # named, not loaded: the first chart loads them\n"
         "assert r.timeline_chart().to_dict() and r.breakdown_chart().to_dict() and r.loss_chart().to_dict()\n"
         "assert 'goodputlab.charts.runs' in sys.modules\n"
+        "print('a run draws', flush=True)\n"
+        "for name in gl.__all__: getattr(gl, name)\n"
+        "assert 'torch' not in sys.modules\n"
+        "print('every name without torch', flush=True)\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert r.returncode == 0, r.stderr
+    return r, r.stdout.splitlines()
+
+
+def test_a_run_result_draws_through_the_protocol_the_public_api_fills(fresh_import):
+    r, passed = fresh_import
+    assert "a run draws" in passed, r.stderr
     alone = (  # the engine alone names no charts: a clear error, not an import of the book layer
         "from goodputlab.engine.recorded import recorded_run, recorded_runs\n"
         "recorded_run(next(iter(recorded_runs()))).timeline_chart()\n"
@@ -361,18 +379,10 @@ def test_importing_stays_torch_free(module):
     assert r.returncode == 0, r.stderr
 
 
-def test_import_goodputlab_loads_nothing_until_asked():
-    code = (
-        "import sys, goodputlab as gl\n"
-        "loaded = sorted(m for m in sys.modules if m.startswith('goodputlab.'))\n"
-        "assert loaded == [], loaded\n"
-        "gl.daly_interval(60, 10000)\n"
-        "assert 'goodputlab.theory' in sys.modules and 'goodputlab.engine.api' not in sys.modules\n"
-        "for name in gl.__all__: getattr(gl, name)\n"
-        "assert 'torch' not in sys.modules\n"
-    )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+def test_import_goodputlab_loads_nothing_until_asked(fresh_import):
+    r, passed = fresh_import
     assert r.returncode == 0, r.stderr
+    assert passed == ["nothing until asked", "a run draws", "every name without torch"], r.stderr
 
 
 # --- the house: small modules, every one on the map ------------------------------------------------

@@ -73,6 +73,20 @@ def test_live_charts_and_their_figures_are_fitted():
     assert live.embed_options["actions"] is False  # no menu over the legend
 
 
+def test_a_fitted_spec_is_not_laid_out_again(monkeypatch):
+    """A live chart draws its PNG from its fitted spec: fitting that spec again returns the same spec
+    and SVG from the cache, without rendering (each layout is a Vega rendering)."""
+    spec = _chart(820, title="fitted once, drawn twice").to_dict()
+    fitted, svg = fit.fit(spec)
+    assert fitted != spec and fit.svg_width(svg) <= fit.MAX_WIDTH_PX
+    rendered = []
+    monkeypatch.setattr(fit, "_svg", lambda s: rendered.append(s) or pytest.fail("laid out again"))
+    assert fit.fit(fitted) == (fitted, svg) and fit.fit(spec) == (fitted, svg)
+    assert fit.svg_width(fit.fit(fitted)[1]) == fit.svg_width(svg) and rendered == []
+    monkeypatch.undo()
+    assert fit._svg(fitted) == svg  # what the cache holds is what a rendering of the fitted spec gives
+
+
 # --- panels -----------------------------------------------------------------------------------
 def _panel():
     a = layout.float_slider(2.0, 0.0, 20.0, 0.5, "MTBF (s)")

@@ -209,7 +209,7 @@ def test_a_run_on_one_machine_listens_on_loopback_only_and_refuses_the_attack(tm
     out = tmp_path / "run"
     marker = tmp_path / "ran"
     proc = subprocess.Popen(
-        [*prefix, *cli, "run", "--nproc", "2", "--steps", "300", "--ckpt-every", "100", "--mtbf", "0", "--threads", "1",
+        [*prefix, *cli, "run", "--nproc", "2", "--steps", "100", "--ckpt-every", "50", "--mtbf", "0", "--threads", "1",
          "--quiet", "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env, start_new_session=True,
     )

@@ -121,9 +121,10 @@ def fit(spec: dict, max_width: float = MAX_WIDTH_PX) -> tuple[dict, str]:
     """``(spec, svg)``: the Vega-Lite ``spec`` made at most ``max_width`` px wide, and its SVG.
 
     The input is not changed; a spec that already fits is returned as it is. Results are cached
-    by the spec's JSON, so a panel that redraws the same chart pays for the layout once.
+    by the spec's JSON, so a panel that redraws the same chart pays for the layout once, and a
+    fitted spec is cached as its own result (a live chart's PNG is drawn from its fitted spec).
     """
-    key = json.dumps(spec, sort_keys=True, default=str) + f"|{max_width}"
+    key = _key(spec, max_width)
     if key in _cache:
         _cache.move_to_end(key)
         return _cache[key]
@@ -131,10 +132,21 @@ def fit(spec: dict, max_width: float = MAX_WIDTH_PX) -> tuple[dict, str]:
     width = svg_width(doc)
     if width > max_width + 0.5:
         spec, doc, width = _fit_too_wide(spec, max_width)
-    _cache[key] = (spec, doc)
+        if width <= max_width + 0.5:  # the fitted spec fits as it is: what fit() of it returns (a live
+            _remember(_key(spec, max_width), (spec, doc))  # chart's PNG is drawn from its fitted spec)
+    _remember(key, (spec, doc))
+    return spec, doc
+
+
+def _key(spec: dict, max_width: float) -> str:
+    return json.dumps(spec, sort_keys=True, default=str) + f"|{max_width}"
+
+
+def _remember(key: str, value: tuple[dict, str]) -> None:
+    _cache[key] = value
+    _cache.move_to_end(key)
     if len(_cache) > _CACHE_SIZE:
         _cache.popitem(last=False)
-    return spec, doc
 
 
 def _fit_too_wide(spec: dict, max_width: float) -> tuple[dict, str, float]:

@@ -26,6 +26,7 @@ Nothing here is simulated: the panel is closed forms and a search, so no Monte C
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Callable, Mapping
@@ -184,8 +185,13 @@ _SPLIT = "spare_sum"  # scenario_defs before it need no spares; from it on they 
 
 def _datum(expr: str, names) -> str:
     """``expr`` with every bare scenario name made a field of the row (``M`` -> ``datum.M``); strings untouched."""
-    pattern = re.compile(r"(?<![.\w'])(" + "|".join(sorted(map(re.escape, names), key=len, reverse=True)) + r")\b(?!')")
-    return pattern.sub(r"datum.\1", expr)
+    return _name_pattern(tuple(names)).sub(r"datum.\1", expr)
+
+
+@functools.lru_cache(maxsize=8)
+def _name_pattern(names: tuple[str, ...]) -> re.Pattern:
+    """The pattern of :func:`_datum`, made once per set of names (a spec rewrites a thousand expressions)."""
+    return re.compile(r"(?<![.\w'])(" + "|".join(sorted(map(re.escape, names), key=len, reverse=True)) + r")\b(?!')")
 
 
 def _names() -> list[str]:
