@@ -325,6 +325,8 @@ def fresh_import():
         "assert 'goodputlab.charts' not in sys.modules  # named, not loaded: the first chart loads them\n"
         "assert r.timeline_chart().to_dict() and r.breakdown_chart().to_dict() and r.loss_chart().to_dict()\n"
         "assert 'goodputlab.charts.runs' in sys.modules\n"
+        # Altair's jsonschema without the grammar jsonschema 4.25 builds at import (pyproject.toml)
+        "assert 'rfc3987_syntax' not in sys.modules and 'lark' not in sys.modules\n"
         "print('a run draws', flush=True)\n"
         "for name in gl.__all__: getattr(gl, name)\n"
         "assert 'torch' not in sys.modules\n"
