@@ -147,7 +147,10 @@ def test_the_ram_tier_survives_a_process_kill_and_a_node_kill_restores_from_the_
     assert source == "memory" and first_step >= 2
     (lost,) = [e for (a, _), e in restored.items() if a == 2 and e["node"] == f"node{node['node']}"]
     (kept,) = [e for (a, _), e in restored.items() if a == 2 and e["node"] != f"node{node['node']}"]
-    assert lost["source"] == "peer" and lost["ckpt_step"] > first_step and lost["ckpt_step"] >= 4
+    # no earlier than the first relaunch's restore: when the process kill lands late and the node kill
+    # early, no snapshot comes between them, and both relaunches restore the same step (4 and 4 in a run
+    # of make test with nothing else on the machine)
+    assert lost["source"] == "peer" and lost["ckpt_step"] >= first_step and lost["ckpt_step"] >= 4
     assert lost["path"] == f"node{1 - node['node']}/held-rank{lost['rank']}"  # the copy on the surviving node
     assert kept["source"] == "memory" and kept["ckpt_step"] == lost["ckpt_step"]
     assert not [e for e in events if e["kind"] == "ckpt_commit" and e.get("tier") != "memory" and e["ckpt_step"] < 8]
