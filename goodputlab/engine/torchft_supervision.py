@@ -51,20 +51,19 @@ STOP_WAIT_S = 5.0
 def lighthouse_command() -> list[str] | None:
     """The command that starts torchft's lighthouse (its arguments follow), None when torchft is missing:
     ``goodputlab/distributed/torchft_lighthouse.py`` run by this interpreter (torchft's Rust extension
-    loaded alone: no torch imported, about 2 CPU-s less for every run) when the extension is where that
-    file looks, else the ``torchft_lighthouse`` script beside this interpreter (or on PATH)."""
-    import importlib.machinery
+    loaded alone: no torch imported, about 2 CPU-s less for every run) when it finds the extension, else
+    the ``torchft_lighthouse`` script beside this interpreter (or on PATH)."""
     import importlib.util
 
+    from ..distributed import torchft_lighthouse
+
+    if torchft_lighthouse.extension() is not None:
+        return [sys.executable, torchft_lighthouse.__file__]
     try:
-        spec = importlib.util.find_spec("torchft")
+        if importlib.util.find_spec("torchft") is None:
+            return None
     except (ImportError, ValueError):  # a torchft blocked in sys.modules
         return None
-    if spec is None:
-        return None
-    if any((Path(folder) / f"_torchft{suffix}").is_file() for folder in spec.submodule_search_locations or ()
-           for suffix in importlib.machinery.EXTENSION_SUFFIXES):
-        return [sys.executable, str(Path(__file__).parent.parent / "distributed" / "torchft_lighthouse.py")]
     here = Path(sys.executable).parent / "torchft_lighthouse"
     script = str(here) if here.exists() else shutil.which("torchft_lighthouse")
     return [script] if script else None
