@@ -178,9 +178,18 @@ def test_a_run_stopped_after_a_hot_spare_took_over_leaves_no_replica_and_no_ligh
     def logs() -> str:
         return "".join(p.read_text() for p in (out / "ranks").glob("events-replica*.jsonl")) if (out / "ranks").is_dir() else ""
 
+    def spare_healed_and_next_waits() -> bool:
+        # a heal after the kill (attempt >= 1): a replica that joined the first quorum late also heals from its
+        # peer, at attempt 0 (in CI beside two other test jobs), before any kill; and the next standby launched
+        supervisor = out / "ranks" / "supervisor.jsonl"
+        lines = [line for p in (out / "ranks").glob("events-replica*.jsonl") for line in p.read_text().splitlines(keepends=True)
+                 if line.endswith("\n")]  # whole lines only: a replica may be writing its last one
+        healed = any('"restored"' in line and json.loads(line)["attempt"] >= 1 for line in lines)
+        return healed and supervisor.is_file() and supervisor.read_text().count('"standby_spawned"') >= 2
+
     try:
-        _, lighthouses, pids = _watch(proc, lambda: '"restored"' in logs())
-        assert '"restored"' in logs() and lighthouses, "the run did not start training and heal a replica from the spare"
+        _, lighthouses, pids = _watch(proc, spare_healed_and_next_waits)
+        assert spare_healed_and_next_waits() and lighthouses, "the run did not start training, heal a replica from the spare and launch the next"
         more = descendants(proc.pid) - {proc.pid}  # the pids once training (the next standby among them)
         proc.send_signal(signal.SIGTERM)
         stdout, stderr = proc.communicate(timeout=60)
@@ -191,7 +200,6 @@ def test_a_run_stopped_after_a_hot_spare_took_over_leaves_no_replica_and_no_ligh
     assert not [p for p in set(pids) | more if _alive(p)], "a replica, a standby or the lighthouse outlived the run"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["stop_reason"].startswith("interrupted")
-    assert (out / "ranks" / "supervisor.jsonl").read_text().count('"standby_spawned"') >= 2  # the next one waited
     (recovery,) = summary["recoveries"]
     assert recovery["hot"] and recovery["heal_s"] is not None and recovery["away_s"] > 0, recovery
     assert '"activate"' in logs() and summary["heals"] == 1
