@@ -40,3 +40,20 @@ def test_the_google_comparison_installs_nothing_and_explains_every_difference():
     for category in ("productive", "data_wait", "lost_work", "restart", "startup", "other"):
         assert f"  {category}: " in out
     assert "not explained by the definitions above" not in out  # every difference accounted for
+
+
+def test_two_reports_agree_to_the_last_bits_of_their_floats_and_exactly_elsewhere():
+    spec = importlib.util.spec_from_file_location("report_scale", ROOT / "benchmarks" / "report_scale.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    # what a run beside two busy loops gave: a bucket summed over runs cut at other places
+    a = {"buckets": {"data_wait": 0.08276140000000089, "other": 0.10165200000000002}, "failures": 1, "completed": True}
+    b = {"buckets": {"data_wait": 0.0827614000000009, "other": 0.10165200000000003}, "failures": 1, "completed": True}
+    same, worst = mod.same_report(a, b)
+    assert same and 0 < worst < 1e-15
+    assert mod.same_report(a, a) == (True, 0.0)
+    assert not mod.same_report(a, {**b, "failures": 2})[0]
+    assert not mod.same_report(a, {**b, "completed": False})[0]
+    assert not mod.same_report(a, {"buckets": {**b["buckets"], "data_wait": 0.0828}, "failures": 1, "completed": True})[0]
+    assert not mod.same_report(a, {k: v for k, v in b.items() if k != "failures"})[0]
+    assert not mod.same_report([1.0, 2.0], [1.0])[0]

@@ -185,7 +185,8 @@ def run_stats(steps, t_wait, t_compute, t_end, starts) -> list[tuple]:
     first (positive parts: data wait, the gap from a step's end to the next one's wait, compute), its
     first step and its times, its last step and that step's end. A run's sums do not depend on the
     runs beside it (``np.add.reduceat`` sums each run's slice alone), so a run of JSON lines and the
-    same run of records book the same seconds to the last bit."""
+    same run of records book the same seconds to the last bit (runs cut at other places add up to totals
+    that can differ in their last bit)."""
     import numpy as np
 
     n, k = len(steps), len(starts)
