@@ -194,20 +194,15 @@ Back to <a href="{chapter}">{html.escape(chapter_title)}</a>.</p>"""
 def vega_bundle(cache: str | Path | None = None) -> str:
     """Vega, Vega-Lite and vega-embed as one script (vl-convert-python's bundle, no network).
 
-    Bundling takes seconds, so with ``cache`` (a folder) it is kept there, one file per
-    vl-convert version, and made again only when that version changes.
+    Bundling takes seconds, so it is kept in ``cache`` (a folder; default the user's cache,
+    :func:`goodputlab.charts.offline_js.folder`), one file per vl-convert version, and made again
+    only when that version changes.
     """
     import vl_convert
 
-    if cache is None:
-        return vl_convert.javascript_bundle()
-    kept = Path(cache) / f"vega-bundle-{vl_convert.__version__}.js"
-    if not kept.exists():
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        partial = kept.with_suffix(".partial")
-        partial.write_text(vl_convert.javascript_bundle())
-        partial.replace(kept)  # whole or absent: two builds at once cannot leave half a bundle
-    return kept.read_text()
+    from .offline_js import kept
+
+    return kept(f"vega-bundle-{vl_convert.__version__}.js", vl_convert.javascript_bundle, cache)
 
 
 def write_pages(site: str | Path, calculators, chapter_titles: Mapping[str, str] | None = None,

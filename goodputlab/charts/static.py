@@ -222,7 +222,9 @@ class LiveChart(alt.JupyterChart):
     fitted Vega-Lite spec, ``.chart`` the chart as given."""
 
     def __init__(self, chart: alt.TopLevelMixin | None = None, **kwargs: Any):
-        alt.JupyterChart.enable_offline()  # the JavaScript from vl-convert, not a CDN
+        from .offline_js import enable_offline
+
+        enable_offline()  # the JavaScript from vl-convert, not a CDN (bundled once, kept on disk)
         # no "..." menu: it would sit on the legend and widen the chart by its margin, and its
         # "open in the Vega editor" needs the network (make figures writes every chart as SVG and PNG)
         kwargs["embed_options"] = {"actions": False, **(kwargs.get("embed_options") or {})}
