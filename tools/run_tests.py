@@ -15,9 +15,9 @@ streams of lanes ended up to 7 minutes apart beside two busy loops, the longest 
   with the committed ones (tools/nbval_shared.py); it executes a chapter itself only where no copy
   was saved.
 * The measuring tests (marked ``measures`` in tests/conftest.py: supervisors, torchrun, torchft,
-  emulated nodes, the benchmarks' quick modes) in four jobs; the tests that share a session's runs
+  emulated nodes, the benchmarks' quick modes) in five jobs; the tests that share a session's runs
   (``clean_run`` and ``killed_run``, the efficiency sweep) stay in one job.
-* The rest (pure units, charts, docs, lab checks, layout, bad input).
+* The rest (pure units, charts, docs, lab checks, layout, bad input), in two jobs cut by file name.
 * The browser tests: the chapters read in JupyterLab (each runs again in a kernel there, at SMOKE
   sizes); the labs, the dashboard and the website.
 
@@ -98,7 +98,13 @@ MEASURING_JOBS = {
                                           "tests/test_cli.py"],
     "runs: recovery, torture, torchrun": ["tests/test_torture.py", "tests/test_recovery.py",
                                           "tests/test_distributed_runs.py", "tests/test_run_safety.py"],
+    "runs: benchmarks and serving": ["tests/test_validate_theory.py", "tests/test_benchmark_pipeline.py",
+                                     "tests/test_benchmark_stall.py", "tests/test_benchmark_serving.py",
+                                     "tests/test_serving_server.py", "tests/test_serving_cli.py"],
 }
+#: "the rest" (the tests that do not measure) in two jobs, cut by file name: the files named before
+#: this, then every other file (the catch-all), so neither ends long after the other jobs
+REST_CUT = "test_l"
 
 
 def _named_then_rest(jobs: dict[str, list[str]], rest: str, marks: str, py: list[str],
@@ -112,20 +118,31 @@ def _named_then_rest(jobs: dict[str, list[str]], rest: str, marks: str, py: list
 
 
 def plan(pytest_args: list[str]) -> list[Job]:
-    """Every job, in the order the workers take them when ready: the longest first (from the lanes'
-    CPU time in make test's runs), the short ones filling in at the end."""
+    """Every job, in the order the workers take them when ready: the longest first (their times in
+    make test beside two busy loops), the short ones filling in at the end."""
     py = [sys.executable, "-m", "pytest"]
     notebooks = _named_then_rest(NOTEBOOK_JOBS, "notebooks: labs, solutions, run-throughs",
                                  "measures and notebook_runs", py, pytest_args)
-    runs = _named_then_rest(MEASURING_JOBS, "runs: widgets, benchmarks, pipeline and the others",
+    runs = _named_then_rest(MEASURING_JOBS, "runs: widgets, recorder, pipeline and the others",
                             "measures and not notebook_runs", py, pytest_args)
+    first = [f"tests/{p.name}" for p in sorted((ROOT / "tests").glob("test_*.py"))
+             if p.name < REST_CUT and f"tests/{p.name}" not in BROWSER_TESTS]
+    rest = [Job(f"the rest: files before {REST_CUT[5:]}", py + [*first, "-m", "not measures", *pytest_args]),
+            Job("the rest: the other files", py + ["tests", "-m", "not measures", *NOT_BROWSER,
+                                                    *(f"--ignore={f}" for f in first), *pytest_args])]
+    jobs = {job.name: job for job in [*notebooks, *runs, *rest]}
     return [
+        jobs["runs: torchft and emulated nodes"],
         Job("browser: chapters", py + ["tests/test_browser.py", "-k", CHAPTERS_READ, *pytest_args]),
-        runs[0],
-        *notebooks,
-        *runs[1:],
-        Job("the rest", py + ["tests", "-m", "not measures", *NOT_BROWSER, *pytest_args]),
+        jobs["notebooks: chapters 1-5"],
+        jobs["runs: widgets, recorder, pipeline and the others"],
         Job("browser: labs, dashboard, site", py + [*BROWSER_TESTS, "-k", f"not ({CHAPTERS_READ})", *pytest_args]),
+        jobs["notebooks: labs, solutions, run-throughs"],
+        *rest[::-1],
+        jobs["runs: recovery, torture, torchrun"],
+        jobs["notebooks: chapters 6-11"],
+        jobs["runs: supervisor, strategies, CLI"],
+        jobs["runs: benchmarks and serving"],
         Job("nbval", py + [*NBVAL_ARGS, *nbval_notebooks(), *pytest_args], after=("notebooks:",)),
     ]
 
