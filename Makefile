@@ -155,7 +155,7 @@ test: $(TEST_STAMP)
 
 # The package's tests alone, without notebooks.
 test-fast: $(TEST_STAMP)
-	$(BIN)/python -m pytest tests -m "not notebooks" $(PYTEST_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest tests -m "not notebooks" $(PYTEST_ARGS)
 
 # Every chapter and lab executed at full size (not SMOKE), in place: the outputs readers see, with
 # static figures, the test plumbing hidden and a caption naming the run and the machine

@@ -20,8 +20,11 @@ def test_quick_pipeline_benchmark_prints_its_table(cli_env, tmp_path):
     assert [(row[1], row[2]) for row in rows] == [("0", "-"), ("1", "2"), ("4", "4")]
     measured = [float(row[5].rstrip("%")) for row in rows]
     replay = [float(row[8].rstrip("%")) for row in rows]
-    # no workers: every step waits for twice its own length of storage latency
-    assert measured[0] > 50 and abs(measured[0] - replay[0]) < 10
+    # no workers: every step waits for a storage latency of twice the step the calibration measured
+    # (two thirds of the wall on a quiet machine); a neighbour that stretches the steps after the
+    # calibration shrinks that share (47.5% beside two busy loops in make test), the replay of the
+    # run's own times does not miss it
+    assert measured[0] > 30 and abs(measured[0] - replay[0]) < 10
     assert measured[0] > measured[2] + 20  # four workers four batches ahead hide most of it
     assert "model error, max over the sweep: replay" in out and "step time drift" in out
     assert len(list(tmp_path.iterdir())) == 6  # compute-only, hand-off, 3 sweep runs, compute-only again

@@ -30,6 +30,12 @@ measuring tests is a ratio measured in one run or a model bound, which holds bes
 Every job's CPU time (its processes and the descendants they waited for) is printed beside its
 wall time: on a shared machine it says how much work a job is, which its wall time cannot.
 
+Python's bytecode is kept (``__pycache__``, ignored by git) even where the environment sets
+``PYTHONDONTWRITEBYTECODE`` (this project's machines do): the suite starts hundreds of Python
+processes (supervisors, workers, kernels, the jobs' pytests), and without the cache each compiled the
+package again and pytest rewrote every test module's assertions again, about a tenth of a killed
+run's CPU time and a third of collecting every test.
+
 Every job runs even when another fails. Each job's output is printed whole when it ends, with its
 exit status and time; the last line sums them up. Exit status: 0 when every job passed (or selected
 no test, under a ``-k`` of PYTEST_ARGS), else 1.
@@ -178,12 +184,14 @@ def run_jobs(jobs: list[Job], folder: Path, workers: int) -> None:
     it is free; print each job's log when it ends; return when every job has."""
     env = dict(os.environ, GOODPUTLAB_SMOKE="1", GOODPUTLAB_EXECUTED_DIR=str(folder / "executed"),
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "tools"), os.environ.get("PYTHONPATH")])))
-    waiting, running = list(jobs), []
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # keep the bytecode (see the module's docstring)
+    waiting, running, t0 = list(jobs), [], time.monotonic()
     while waiting or running:
         for job in list(running):
             if _reap(job):
                 running.remove(job)
-                print(f"\n=== {job.name}: exit {job.code} in {job.seconds:.0f} s (cpu {job.cpu:.0f} s) ===", flush=True)
+                print(f"\n=== {job.name}: exit {job.code} in {job.seconds:.0f} s (cpu {job.cpu:.0f} s), "
+                      f"from {job.started - t0:.0f} s ===", flush=True)
                 sys.stdout.write(job.log.read_text(errors="replace"))
                 sys.stdout.flush()
         while len(running) < workers:
