@@ -254,7 +254,12 @@ def bad_resumes(events: list[dict], damage: list[dict]) -> int:
 
     A damage done while a restore was already reading is not counted: the restore may have read the
     file whole before it (its checks see what it read; ``bit_exact`` judges the result)."""
-    bad = 0
+    return len(bad_resume_pairs(events, damage))
+
+
+def bad_resume_pairs(events: list[dict], damage: list[dict]) -> list[dict]:
+    """Each bad resume (:func:`bad_resumes`) as ``{"restore_began", "restored", "damage"}``, to say which."""
+    bad = []
     for r in (e for e in events if e["kind"] == "restored"):
         began = _restore_began(events, r)
         for d in damage:
@@ -266,7 +271,7 @@ def bad_resumes(events: list[dict], damage: list[dict]) -> int:
                 for c in events
             )
             if not rewritten:
-                bad += 1
+                bad.append({"restore_began": began, "restored": r, "damage": d})
     return bad
 
 
@@ -330,6 +335,7 @@ def torture(strategy: str, kills: int, steps: int, ref: str, work: Path, seed: i
         "damaged_files": len(killer.damage),
         "skipped_as_damaged": sum(1 for e in events if e["kind"] == "ckpt_invalid"),
         "bad_resumes": bad_resumes(events, killer.damage),
+        "bad_resume_details": bad_resume_pairs(events, killer.damage),
         "damaged_while_restoring": damaged_while_restoring(events, killer.damage),
         "bit_exact": bool(summary) and summary["final_state_sha256"] == ref,
         "leftover_tmp_files": leftovers(out, proc.pid),

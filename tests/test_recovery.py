@@ -178,10 +178,16 @@ def test_a_full_disk_during_a_save_fails_that_save_cleanly_and_training_goes_on(
     assert rc == 0, err
     assert summary["completed"] and summary["final_state_sha256"] == reference[0]["final_state_sha256"]
     r = summary["recovery"]
-    assert r["injected"] == {"disk-full": 2} and r["ckpt_failed"] >= 1
+    # each failure at steps 15 and 35 fills the disk, unless it is still full from the last one: the
+    # disk is given back once a save has failed on it, and an async save's failure is reported when its
+    # background write ends, which a loaded machine can put after step 35 (1 injection in make test
+    # beside two busy loops); a sync save fails inside step 20
+    injected = r["injected"]["disk-full"]
+    assert injected == 2 if strategy == "sync" else injected in (1, 2)
+    assert set(r["injected"]) == {"disk-full"} and r["ckpt_failed"] >= 1
     failed = [e for e in events if e["kind"] == "ckpt_failed"]
     assert all("No space left on device" in e["reason"] for e in failed)
-    assert sum(1 for e in events if e["kind"] == "disk_freed") == 2  # the space came back each time
+    assert sum(1 for e in events if e["kind"] == "disk_freed") == injected  # the space came back each time
     assert "was not saved (No space left on device" in rep["log"]  # the worker's log says so
     assert rep["valid"] and 60 in rep["valid"]  # every checkpoint left verifies, the final one included
     assert not [n for n in rep["names"] if ".tmp" in Path(n).name or Path(n).name in (disk_full.BALLAST,)]

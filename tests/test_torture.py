@@ -23,7 +23,8 @@ def test_torture_loses_nothing(cli_env):
     assert result["kills_during_save"] + result["kills_during_restore"] >= 1
     assert result["damaged_files"] >= 1
     assert result["bit_exact"] is True  # every run ends with the failure-free final_state_sha256
-    assert result["bad_resumes"] == 0  # no resume from a damaged checkpoint
+    bad = {name: run["bad_resume_details"] for name, run in runs.items() if run["bad_resume_details"]}
+    assert result["bad_resumes"] == 0, bad  # no resume from a damaged checkpoint
     assert result["leftover_tmp_files"] == 0  # no temporary file, no RAM tier left
     assert result["orphan_processes"] == 0  # no process outlives its run
     assert r.returncode == 0
