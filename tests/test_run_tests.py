@@ -22,6 +22,9 @@ def _ignored(job) -> set[str]:
 def test_every_job_has_its_own_name_and_the_named_files_measure():
     jobs = run_tests.plan([])
     assert len({job.name for job in jobs}) == len(jobs)
+    names = [job.name for job in jobs]
+    assert names[:len(run_tests.ORDER)] == list(run_tests.ORDER) and names[-1] == "nbval"
+    assert {*run_tests.MEASURING_JOBS, *run_tests.NOTEBOOK_JOBS} <= set(names)  # a named job always runs
     # a named measuring file that is not marked `measures` would select nothing, and pytest's "no test" passes
     for files in run_tests.MEASURING_JOBS.values():
         assert {Path(f).name for f in files} <= MEASURING_FILES, files

@@ -111,6 +111,12 @@ MEASURING_JOBS = {
 #: "the rest" (the tests that do not measure) in two jobs, cut by file name: the files named before
 #: this, then every other file (the catch-all), so neither ends long after the other jobs
 REST_CUT = "test_l"
+#: the order the workers take the jobs in: the longest first (their times beside two busy loops)
+ORDER = ("runs: torchft and emulated nodes", "browser: chapters", "notebooks: chapters 1-5",
+         "runs: widgets, recorder, pipeline and the others", "browser: labs, dashboard, site",
+         "notebooks: labs, solutions, run-throughs", "the rest: the other files", f"the rest: files before {REST_CUT[5:]}",
+         "runs: recovery, torture, torchrun", "notebooks: chapters 6-11", "runs: supervisor, strategies, CLI",
+         "runs: benchmarks and serving")
 
 
 def _named_then_rest(jobs: dict[str, list[str]], rest: str, marks: str, py: list[str],
@@ -136,21 +142,14 @@ def plan(pytest_args: list[str]) -> list[Job]:
     rest = [Job(f"the rest: files before {REST_CUT[5:]}", py + [*first, "-m", "not measures", *pytest_args]),
             Job("the rest: the other files", py + ["tests", "-m", "not measures", *NOT_BROWSER,
                                                     *(f"--ignore={f}" for f in first), *pytest_args])]
-    jobs = {job.name: job for job in [*notebooks, *runs, *rest]}
-    return [
-        jobs["runs: torchft and emulated nodes"],
+    jobs = {job.name: job for job in [
         Job("browser: chapters", py + ["tests/test_browser.py", "-k", CHAPTERS_READ, *pytest_args]),
-        jobs["notebooks: chapters 1-5"],
-        jobs["runs: widgets, recorder, pipeline and the others"],
         Job("browser: labs, dashboard, site", py + [*BROWSER_TESTS, "-k", f"not ({CHAPTERS_READ})", *pytest_args]),
-        jobs["notebooks: labs, solutions, run-throughs"],
-        *rest[::-1],
-        jobs["runs: recovery, torture, torchrun"],
-        jobs["notebooks: chapters 6-11"],
-        jobs["runs: supervisor, strategies, CLI"],
-        jobs["runs: benchmarks and serving"],
-        Job("nbval", py + [*NBVAL_ARGS, *nbval_notebooks(), *pytest_args], after=("notebooks:",)),
-    ]
+        *notebooks, *runs, *rest]}
+    ordered = [jobs.pop(name) for name in ORDER if name in jobs]
+    # a job ORDER does not name (a new entry of MEASURING_JOBS or NOTEBOOK_JOBS) still runs, before nbval
+    return [*ordered, *jobs.values(),
+            Job("nbval", py + [*NBVAL_ARGS, *nbval_notebooks(), *pytest_args], after=("notebooks:",))]
 
 
 def _start(job: Job, folder: Path, env: dict) -> None:
