@@ -34,7 +34,29 @@ LOOP = r"""
 import json, os, signal, sys, time
 import goodputlab as gl
 run_dir, total, kill_at, every = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-ck = os.path.join(run_dir, "ck.json")
+rank = os.environ.get("RANK", "0")
+ck = os.path.join(run_dir, f"ck-rank{rank}.json")  # each rank its own shard, as a sharded checkpoint
+
+
+# Holds the ranks in step, as DDP's gradient all-reduce does. Without it a rank descheduled on a busy
+# machine could start after its neighbour had died, so the job never computed on both ranks at once
+# and its lost work read 0 (CI, 6adee98).
+def all_reduce(attempt, step, world):
+    mine = os.path.join(run_dir, f"ar-rank{rank}")
+    with open(mine + ".tmp", "w") as f:
+        f.write(f"{attempt} {step}")
+    os.replace(mine + ".tmp", mine)
+    for r in range(world):
+        while True:
+            try:
+                a, s = map(int, open(os.path.join(run_dir, f"ar-rank{r}")).read().split())
+            except (OSError, ValueError):
+                a, s = -1, -1
+            if a > attempt or (a == attempt and s >= step):
+                break
+            time.sleep(0.001)
+
+
 with gl.Recorder(run_dir, total_steps=total) as rec:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     while world > 1:  # a rendezvous, as init_process_group: every rank's attempt has begun
@@ -50,12 +72,14 @@ with gl.Recorder(run_dir, total_steps=total) as rec:
             time.sleep(0.002)
         with rec.step(step) as s:
             time.sleep(0.003)
+            if world > 1:
+                all_reduce(rec.attempt, step, world)
             s.loss = 1.0 / (1 + step)
         if step == kill_at:
             os.kill(os.getpid(), signal.SIGKILL)  # dies between two checkpoints
         if (step + 1) % every == 0:
             with rec.checkpoint_save(step):
-                tmp = f"{ck}.{os.getpid()}.tmp"  # ranks of one job write side by side
+                tmp = f"{ck}.{os.getpid()}.tmp"
                 with open(tmp, "w") as f:
                     json.dump({"step": step + 1}, f)
                 os.replace(tmp, ck)
