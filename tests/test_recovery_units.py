@@ -196,7 +196,7 @@ _LOADER = """
 import os, signal, sys, time
 import torch
 from torch.utils.data import DataLoader
-from goodputlab.recovery.inject import LoaderWatch, children_of, is_loader_death
+from goodputlab.recovery.inject import LoaderWatch, children_of
 
 class Steps:
     def __getitem__(self, i):
@@ -219,7 +219,7 @@ while step < 40:
         with watch.waiting():
             item = next(it)
     except Exception as e:
-        if not is_loader_death(e):
+        if not watch.explains(e):
             raise
         died = True  # rebuild outside the except block: its traceback holds the old iterator
     if died:
@@ -261,7 +261,44 @@ def test_loader_death_errors_are_recognised():
     assert is_loader_death(LoaderDied("x"))
     assert is_loader_death(RuntimeError("DataLoader worker (pid(s) 12) exited unexpectedly"))
     assert not is_loader_death(RuntimeError("CUDA error"))
-    assert kill_one_child(os.getpid()) is None or True  # (pytest may have no children; no error either way)
+
+
+def test_a_lost_batch_counts_as_a_loader_death_only_once_a_watched_worker_is_dead():
+    # A worker SIGKILLed just after it queued a batch: the batch's file descriptor cannot be fetched and
+    # the queue raises EOFError while the worker is still dying (make test beside two busy loops, 6d92288).
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        worker, *alive = parent.stdout.readline().split()
+        assert alive == ["alive", "False", "False"]  # an EOFError while every worker lives is not the loader's
+        assert children_of(parent.pid) == [int(worker)]
+        assert kill_one_child(parent.pid) == int(worker)
+        parent.wait(timeout=60)
+        out = parent.stdout.read()  # (not communicate(timeout=...): it reads past readline's buffer)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+    assert out.split() == ["dead", "True", "True", "False"]
+    childless = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert children_of(childless.pid) == [] and kill_one_child(childless.pid) is None
+    finally:
+        childless.kill()
+        childless.wait()
+
+
+_PARENT = r"""
+import subprocess, sys, time
+from goodputlab.recovery.inject import LoaderWatch, _died
+watch = LoaderWatch()
+worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+watch.watch([worker.pid])
+alive = watch.explains(EOFError(), grace_s=0.0), watch.explains(ConnectionResetError(), grace_s=0.0)
+print(worker.pid, "alive", *alive, flush=True)  # the test kills the worker now
+while not _died(worker.pid):
+    time.sleep(0.01)
+print("dead", watch.explains(EOFError()), watch.explains(ConnectionResetError()), watch.explains(ValueError()))
+"""
 
 
 # --- a real full disk ----------------------------------------------------------------------------

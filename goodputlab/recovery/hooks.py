@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator
 
 from . import booking
 from .disk_full import is_disk_full
-from .inject import LoaderWatch, StragglerSchedule, hang_forever, is_loader_death, raise_in_step, straggle
+from .inject import LoaderWatch, StragglerSchedule, hang_forever, raise_in_step, straggle
 from .modes import DISK_FULL, EXCEPTION, HANG, LOADER_DEATH
 
 
@@ -143,7 +143,7 @@ class RebuildingBatches:
                 with self.watch.waiting():
                     return next(self._it)
             except Exception as e:
-                if not is_loader_death(e):
+                if not self.watch.explains(e):
                     raise
             # (outside the except block: its traceback holds the dead loader's iterator)
             self.rebuilds += 1

@@ -185,6 +185,29 @@ class LoaderWatch:
             self._waiting = False
             raise LoaderDied(f"DataLoader worker (pid {self.dead}) died")
 
+    def explains(self, error: BaseException, grace_s: float = 2.0) -> bool:
+        """Whether ``error``, raised by ``next(batches)`` inside :meth:`waiting`, comes of a worker's death.
+
+        Besides :func:`is_loader_death`'s errors: a worker killed just after it queued a batch
+        leaves the batch's tensor behind a file descriptor that can no longer be fetched, and
+        the queue raises ``EOFError`` (or a ``ConnectionError``). The kernel closes a dying
+        process's files before it reports the exit, so PyTorch's own check may still find the
+        worker alive and pass the error on. Such an error counts when a watched worker is seen
+        dead within ``grace_s``; otherwise it is not the loader's doing and should propagate.
+        """
+        if is_loader_death(error):
+            return True
+        if not isinstance(error, (EOFError, ConnectionError)):
+            return False
+        deadline = time.monotonic() + grace_s
+        while True:
+            self._check()
+            if self.dead is not None:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
     @contextmanager
     def waiting(self):
         """The region where a death may be reported: around ``next(batches)``."""
