@@ -24,11 +24,12 @@ from ..training.threads import choose_threads
 class WorkerCrashed(RuntimeError):
     """The worker exited with an error that no injected failure caused (a bug or bad setup)."""
 
-    def __init__(self, returncode: int, log: Path, tail: str):
+    def __init__(self, returncode: int, log: Path, tail: str, why: str = ""):
         self.returncode = returncode
         self.log = log
         self.tail = tail
-        super().__init__(f"the training worker exited with code {returncode}; see {log}\n{tail}")
+        what = why or f"the training worker exited with code {returncode}"
+        super().__init__(f"{what}; see {log}\n{tail}")
 
     @property
     def disk_full(self) -> bool:

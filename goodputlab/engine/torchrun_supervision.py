@@ -180,9 +180,12 @@ class TorchrunSupervision:
         """The first rank of attempt ``e["attempt"]`` is up: its failure clock starts now."""
         if e["attempt"] > self.attempt:
             if self.attempt not in self.killed:  # torchrun restarted a group no injected failure struck
+                tail = self.log.tail_text(40)  # before the stop: the rank's own error, not the agent's SIGTERM
                 self.job.stop()
                 self.log.drain()
-                raise WorkerCrashed(1, self.log.path, self.log.tail_text())
+                why = (f"a rank of attempt {self.attempt} failed with no failure injected (torchrun restarted "
+                       f"the group as attempt {e['attempt']})")
+                raise WorkerCrashed(1, self.log.path, tail, why=why)
             self.attempt = e["attempt"]
             self.ev.attempt = self.attempt
             self.ev.emit(E.SUP_SPAWN, t=e["t"])  # torchrun relaunched the group (for --ckpt-every auto's exposure)
