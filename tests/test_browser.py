@@ -207,8 +207,10 @@ def test_chapter_without_a_kernel_shows_static_figures(lab, browser):
     page.goto(f"{lab.url}/lab/tree/{rel}?token={labdriver.TOKEN}&reset")
     page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget "
                            "&& window.jupyterapp.shell.currentWidget.context.isReady", timeout=120_000)
-    # no kernel: shut down whatever JupyterLab started for the notebook
-    page.evaluate("async () => { await window.jupyterapp.shell.currentWidget.sessionContext.shutdown(); }")
+    # no kernel: shut down whatever JupyterLab started for the notebook, once it has started it (beside two busy
+    # loops a shutdown sent while the kernel was still starting found no session, and the kernel came up after it)
+    page.evaluate("async () => { const sc = window.jupyterapp.shell.currentWidget.sessionContext; "
+                  "await sc.ready; await sc.shutdown(); }")
     page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.sessionContext.session", timeout=60_000)
     _check_static_figures(page, rel)
     collapsed = page.evaluate("window.jupyterapp.shell.currentWidget.node"
