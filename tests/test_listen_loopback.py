@@ -34,7 +34,8 @@ from pathlib import Path
 
 import pytest
 
-from goodputlab.distributed.binding import _ipv4_of
+from goodputlab.distributed.binding import BIND_ENV, LOOPBACK, PORT_FILE_ENV, _ipv4_of, await_port, publish_port
+from goodputlab.distributed.launcher import port_file, remove_rendezvous_file, rendezvous_file
 
 RUN_LIMIT_S = 240
 
@@ -245,6 +246,7 @@ def test_a_run_on_one_machine_listens_on_loopback_only_and_refuses_the_attack(tm
     assert not outside, f"listening beyond loopback: {outside}"
     assert agents and not any("torch.distributed.run" in who for who in seen.values())  # the agent has no port
     assert list(rdzv_files.values()) == [0o600] and not any(os.path.exists(p) for p in rdzv_files)  # private, then gone
+    assert not any(os.path.exists(port_file(p)) for p in rdzv_files)  # the ranks' port file beside it: gone too
     if lan is not None:
         assert attacked == set(seen)
         assert not marker.exists()
@@ -294,3 +296,70 @@ def test_a_rendezvous_that_never_completes_stops_within_its_timeout_leaving_no_p
     assert elapsed < 45  # torch alone: a 60 s read timeout, a 600 s join timeout
     assert processes_mentioning(str(out)) == []
     assert (out / "summary.json").is_file()
+
+
+# --- the ranks' store on a port rank 0 chose, not torchrun's MASTER_PORT -----------------------------
+RANK_SCRIPT = """
+import datetime, os, sys
+from goodputlab.distributed.ranks import RankEnv, job_store
+env = RankEnv.from_environ()
+store = job_store(env, "127.0.0.1", datetime.timedelta(seconds=60))
+if env.rank == 0:
+    store.set("from-rank-0", "hello")
+    store.wait(["rank-1-read"])  # serve the store until rank 1 has read
+else:
+    got = store.get("from-rank-0").decode()
+    store.set("rank-1-read", "1")
+    print("read", got)
+print("port", os.environ["MASTER_PORT"])
+"""
+
+
+def _ranks_with_master_port_taken(port: int, extra_env: dict[str, str], ranks=(0, 1)) -> list[subprocess.CompletedProcess]:
+    """``ranks`` of a 2-rank job's attempt 2 whose ``MASTER_PORT`` another process holds, each joining the job's store."""
+    base = {**os.environ, "MASTER_ADDR": LOOPBACK, "MASTER_PORT": str(port), "WORLD_SIZE": "2",
+            "TORCHELASTIC_RESTART_COUNT": "2", BIND_ENV: LOOPBACK, **extra_env}
+    procs = [subprocess.Popen([sys.executable, "-c", RANK_SCRIPT], env={**base, "RANK": str(r), "LOCAL_RANK": str(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in ranks]
+    try:
+        return [subprocess.CompletedProcess(p.args, p.wait(timeout=120), p.stdout.read(), p.stderr.read()) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+
+
+def test_rank_0_serves_the_ranks_store_on_a_port_of_its_own_when_another_process_took_master_port(tmp_path):
+    """torchrun picks ``MASTER_PORT`` by binding a free port and closing it, and rank 0 binds it seconds
+    later: on a busy machine another process may hold it by then. Here one does (a listener on the
+    port, as a neighbour's server would be). The control: rank 0 told to bind ``MASTER_PORT`` fails
+    to start. With the launch's private port file rank 0 binds a free port, publishes it there
+    under its attempt, and rank 1 finds the store through it."""
+    with socket.socket() as thief:
+        thief.bind((LOOPBACK, 0))
+        thief.listen()
+        taken = thief.getsockname()[1]
+        control = _ranks_with_master_port_taken(taken, {}, ranks=(0,))  # rank 1 would wait on the taker
+        rdzv = rendezvous_file()
+        try:
+            assert os.stat(port_file(rdzv)).st_mode & 0o777 == 0o600  # private, as the rendezvous file
+            ranks = _ranks_with_master_port_taken(taken, {PORT_FILE_ENV: port_file(rdzv)})
+            published = Path(port_file(rdzv)).read_text()
+        finally:
+            remove_rendezvous_file(rdzv)
+    assert control[0].returncode != 0 and "Address already in use" in control[0].stderr, control[0].stderr
+    assert [r.returncode for r in ranks] == [0, 0], [r.stderr for r in ranks]
+    ports = {int(line.split()[1]) for r in ranks for line in r.stdout.splitlines() if line.startswith("port ")}
+    assert len(ports) == 1 and taken not in ports, ports
+    assert "read hello" in ranks[1].stdout
+    assert published == f"2 {ports.pop()}\n"  # attempt 2's line
+    assert not os.path.exists(rdzv) and not os.path.exists(port_file(rdzv))
+
+
+def test_a_rank_waits_for_its_own_attempts_port_not_an_earlier_attempts(tmp_path):
+    path = tmp_path / "port"
+    path.write_text("")
+    publish_port(str(path), 0, 41234)  # attempt 0's rank 0, since killed
+    with pytest.raises(TimeoutError, match="rank 0 of attempt 1 did not publish"):
+        await_port(str(path), 1, 0.3)
+    publish_port(str(path), 1, 41235)
+    assert await_port(str(path), 1, 0.3) == 41235 and path.read_text() == "1 41235\n"

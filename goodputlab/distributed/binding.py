@@ -10,7 +10,11 @@ the check):
   user can read and write (``--rdzv-conf store_type=file``): it has no port at all;
 * **the ranks' store** (``MASTER_ADDR:MASTER_PORT``, hosted by rank 0) listens on the bind
   address: rank 0 binds the socket itself and hands it to ``TCPStore`` (``master_listen_fd``),
-  because ``TCPStore`` binds every interface whatever host it is given;
+  because ``TCPStore`` binds every interface whatever host it is given. On one machine rank 0
+  binds a free port of its own choosing and tells the other ranks in a private file
+  (:func:`publish_port`, :data:`PORT_FILE_ENV`) instead of binding torchrun's ``MASTER_PORT``:
+  torchrun picks that port by binding and closing a socket, and on a busy machine another
+  process can take the port before rank 0 binds it (rank 0 then fails to start);
 * **gloo and NCCL** listen on the interface that holds the bind address
   (``GLOO_SOCKET_IFNAME``, ``NCCL_SOCKET_IFNAME``): left alone they pick the address the
   machine's name resolves to, or its first network interface.
@@ -25,12 +29,16 @@ own machines.
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 import struct
+import time
 
 LOOPBACK = "127.0.0.1"
 #: The environment that tells rank 0 of a job where its store listens (read by ``distributed.ranks``).
 BIND_ENV = "GOODPUTLAB_BIND_HOST"
+#: The environment that names a one-machine job's private port file (:func:`publish_port`, :func:`await_port`).
+PORT_FILE_ENV = "GOODPUTLAB_STORE_PORT_FILE"
 _IFF_LOOPBACK = 0x8
 _SIOCGIFADDR = 0x8915
 
@@ -117,6 +125,32 @@ def listening_socket(address: str, port: int) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+def publish_port(path: str, attempt: int, port: int) -> None:
+    """Rank 0 of attempt ``attempt``: its store listens on ``port`` (a line in the private file ``path``,
+    which the launch created, mode ``0o600``; a later attempt's line replaces it)."""
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{attempt} {port}\n")
+
+
+def await_port(path: str, attempt: int, timeout_s: float) -> int:
+    """The port rank 0 of attempt ``attempt`` published in ``path`` (:func:`publish_port`), waiting for it
+    at most ``timeout_s`` seconds (``TimeoutError``)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with open(path) as f:
+                line = f.read()
+        except FileNotFoundError:
+            line = ""
+        fields = line.split()
+        if line.endswith("\n") and len(fields) == 2 and fields[0] == str(attempt) and fields[1].isdigit():
+            return int(fields[1])
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"rank 0 of attempt {attempt} did not publish its store's port in {path} within {timeout_s:.0f} s")
+        time.sleep(0.01)
 
 
 def exposure_warning(launch) -> str | None:

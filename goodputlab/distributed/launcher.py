@@ -18,8 +18,8 @@ A rank's process is identified by its pid *and* its start time (``/proc/PID/stat
 the system has reused for another process is never signalled.
 
 Where the job listens (:mod:`~goodputlab.distributed.binding`): on one machine its rendezvous is
-a private file (``0o600``, removed when torchrun has exited) and its ranks listen on loopback
-only; a job on several machines is warned about (:class:`NetworkExposureWarning`). If no rank
+a private file (``0o600``, removed when torchrun has exited, with the port file beside it where
+rank 0 tells the others its store's port) and its ranks listen on loopback only; a job on several machines is warned about (:class:`NetworkExposureWarning`). If no rank
 has started ``launch.rdzv_timeout_s`` seconds after the launch (a rendezvous endpoint nobody
 answers at, machines that never join), :meth:`~TorchrunJob.wait` stops everything and raises
 :class:`RendezvousTimeout`.
@@ -39,7 +39,7 @@ from pathlib import Path
 
 from ..engine.events import EventTail
 from ..errors import ConfigError
-from .binding import bind_address, exposure_warning, listen_env
+from .binding import BIND_ENV, PORT_FILE_ENV, bind_address, exposure_warning, listen_env
 from .joblog import RANK_LOG, RANKS_DIR
 from .launch import TorchrunLaunch
 
@@ -66,10 +66,36 @@ class RendezvousTimeout(ConfigError):
 
 
 def rendezvous_file() -> str:
-    """A new private file (mode ``0o600``, in the temporary directory) for a one-machine job's rendezvous store."""
+    """A new private file (mode ``0o600``, in the temporary directory) for a one-machine job's rendezvous
+    store, and beside it its ranks' port file (:func:`port_file`, created private too)."""
     fd, path = tempfile.mkstemp(prefix="goodputlab-rdzv-")
     os.close(fd)
+    try:
+        os.close(os.open(port_file(path), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except BaseException:
+        os.unlink(path)
+        raise
     return path
+
+
+def port_file(rdzv_file: str) -> str:
+    """Where rank 0 of the job whose rendezvous is ``rdzv_file`` publishes its store's port
+    (:func:`~goodputlab.distributed.binding.publish_port`)."""
+    return rdzv_file + ".port"
+
+
+def rendezvous_env(rdzv_file: str) -> dict[str, str]:
+    """The ranks' environment that names their port file (:data:`~goodputlab.distributed.binding.PORT_FILE_ENV`)."""
+    return {PORT_FILE_ENV: port_file(rdzv_file)}
+
+
+def remove_rendezvous_file(rdzv_file: str) -> None:
+    """Remove a rendezvous file and its port file (either may be gone already)."""
+    for path in (rdzv_file, port_file(rdzv_file)):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
 
 
 class TorchrunJob:
@@ -94,6 +120,8 @@ class TorchrunJob:
         elif address is not None:
             env = {**env, **listen_env(address)}
         self.rdzv_file = rendezvous_file() if launch.nnodes == 1 else None
+        if self.rdzv_file is not None and BIND_ENV in env:  # rank 0 hosts the ranks' store: its port in a file
+            env = {**env, **rendezvous_env(self.rdzv_file)}
         cmd = launch.command(python, WORKER_MODULE, ["--run-dir", str(out), "--t0", repr(t0)], rdzv_file=self.rdzv_file)
         self.deadline = time.monotonic() + launch.rdzv_timeout_s  # for the first rank to start
         self.started = False  # has any rank started (the rendezvous is done)?
@@ -118,10 +146,7 @@ class TorchrunJob:
 
     def _remove_rdzv_file(self) -> None:
         if self.rdzv_file is not None:
-            try:
-                os.unlink(self.rdzv_file)
-            except FileNotFoundError:
-                pass
+            remove_rendezvous_file(self.rdzv_file)
             self.rdzv_file = None
 
     def _logs(self) -> dict[int, Path]:

@@ -118,19 +118,31 @@ class Rank:
 
 
 def job_store(env: RankEnv, bind_host: str, timeout: datetime.timedelta) -> dist.TCPStore:
-    """The job's store at ``MASTER_ADDR:MASTER_PORT``, its server (on rank 0) listening on ``bind_host`` only.
+    """The job's store, its server (on rank 0) listening on ``bind_host`` only; ``MASTER_PORT`` is set to its port.
 
     ``TCPStore`` binds its server to every interface whatever host it is given
     (``docs/SECURITY.md``), so rank 0 binds the socket itself and hands it over
-    (``master_listen_fd``); the other ranks connect as torch's ``env://`` would.
+    (``master_listen_fd``); the other ranks connect as torch's ``env://`` would. With a port file
+    (:data:`~goodputlab.distributed.binding.PORT_FILE_ENV`: a job on one machine) rank 0 binds a free
+    port and publishes it there, and the others wait for it: torchrun's ``MASTER_PORT`` was free
+    when torchrun chose it, not reserved, and another process may hold it by now. Otherwise (a
+    job across machines or emulated nodes) the store is at ``MASTER_ADDR:MASTER_PORT``.
     """
-    from .binding import listening_socket
+    from .binding import PORT_FILE_ENV, await_port, listening_socket, publish_port
 
-    addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    addr, port_file = os.environ["MASTER_ADDR"], os.environ.get(PORT_FILE_ENV)
+    port = 0 if port_file else int(os.environ["MASTER_PORT"])
     if env.rank != 0:
+        if port_file:
+            port = await_port(port_file, env.restart_count, timeout.total_seconds())
+            os.environ["MASTER_PORT"] = str(port)
         return dist.TCPStore(addr, port, env.world_size, False, timeout)
     sock = listening_socket(bind_host, port)
     try:
+        port = sock.getsockname()[1]
+        os.environ["MASTER_PORT"] = str(port)
+        if port_file:  # before the store, which waits for the other ranks to connect (they queue on the socket)
+            publish_port(port_file, env.restart_count, port)
         return dist.TCPStore(addr, port, env.world_size, True, timeout, master_listen_fd=sock.detach())
     finally:
         sock.close()

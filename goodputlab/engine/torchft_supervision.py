@@ -203,7 +203,7 @@ class TorchftSupervision:
         store and gloo sockets on loopback (:func:`~goodputlab.distributed.binding.listen_env`)."""
         from ..distributed.binding import LOOPBACK, listen_env
         from ..distributed.launch import TorchrunLaunch
-        from ..distributed.launcher import rendezvous_file
+        from ..distributed.launcher import rendezvous_env, rendezvous_file
 
         self._remove_rdzv_file(replica)
         self.rdzv_files[replica] = rendezvous_file()
@@ -213,15 +213,14 @@ class TorchftSupervision:
         torchrun = launch.command(self.python, command[module_at], command[module_at + 1:], rdzv_file=self.rdzv_files[replica])
         for name in ("MASTER_ADDR", "RANK", "WORLD_SIZE", "LOCAL_RANK"):
             env.pop(name, None)  # torchrun's, for each rank
-        return torchrun, {**env, **listen_env(LOOPBACK)}
+        return torchrun, {**env, **listen_env(LOOPBACK), **rendezvous_env(self.rdzv_files[replica])}
 
     def _remove_rdzv_file(self, replica: int) -> None:
+        from ..distributed.launcher import remove_rendezvous_file
+
         path = self.rdzv_files.pop(replica, None)
         if path is not None:
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+            remove_rendezvous_file(path)
 
     def _follow_replica(self, replica: int) -> None:
         from ..distributed.ft_worker import REPLICA_LOG
