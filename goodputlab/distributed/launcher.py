@@ -19,9 +19,10 @@ the system has reused for another process is never signalled.
 
 Where the job listens (:mod:`~goodputlab.distributed.binding`): on one machine its rendezvous is
 a private file (``0o600``, removed when torchrun has exited, with the port file beside it where
-rank 0 tells the others its store's port) and its ranks listen on loopback only; a job on several machines is warned about (:class:`NetworkExposureWarning`). If no rank
-has started ``launch.rdzv_timeout_s`` seconds after the launch (a rendezvous endpoint nobody
-answers at, machines that never join), :meth:`~TorchrunJob.wait` stops everything and raises
+rank 0 tells the others its store's port) and its ranks listen on loopback only; a job on
+several machines is warned about (:class:`NetworkExposureWarning`). If no rank has started
+``launch.rdzv_timeout_s`` seconds after the launch (a rendezvous endpoint nobody answers at,
+machines that never join), :meth:`~TorchrunJob.wait` stops everything and raises
 :class:`RendezvousTimeout`.
 """
 
