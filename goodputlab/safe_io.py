@@ -31,7 +31,9 @@ import json
 import os
 import shutil
 import stat
+import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -180,6 +182,31 @@ class LockHeld(OSError):
         self.path = path
         self.owner = owner
         super().__init__(errno.EWOULDBLOCK, f"{path} is locked by another process", str(path))
+
+
+@contextmanager
+def directory_lock(path: Path | str, timeout_s: float = 60.0):
+    """An exclusive ``flock`` on the folder ``path`` itself (no lock file) for the block, waited for at most
+    ``timeout_s`` seconds (then the block runs without it: a stopped holder must not stop the caller).
+
+    The checkpoint store holds it on its folder while it writes a checkpoint, and an injected full disk
+    (:func:`goodputlab.recovery.disk_full.fill`) takes it before filling, so the fill never runs during a
+    save: a save racing the fill could take the room left for the logs and still succeed.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.002)
+        yield
+    finally:
+        os.close(fd)  # drops the lock
 
 
 class FileLock:

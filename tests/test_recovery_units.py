@@ -325,6 +325,38 @@ def test_fill_leaves_room_for_logs_not_for_a_checkpoint(small_disk):
     assert disk_full.release(ballast) == 0
 
 
+def test_a_fill_waits_for_the_save_in_progress_and_leaves_the_logs_their_room(small_disk):
+    """A save that runs during a fill could take the room left for the logs and still succeed (the worker's
+    next event then found no space: make test beside two busy loops). The fill waits for the save."""
+    import threading
+
+    from goodputlab.checkpoints.store import CheckpointStore
+
+    store = CheckpointStore(small_disk / "ckpt")
+    half_written, go, filled = threading.Event(), threading.Event(), []
+
+    def write_state(f):
+        f.write(b"\0" * (512 << 10))
+        half_written.set()
+        go.wait(30)
+        f.write(b"\0" * (256 << 10))
+
+    saver = threading.Thread(target=store.commit, args=(7, write_state))
+    saver.start()
+    assert half_written.wait(30)
+    filler = threading.Thread(target=lambda: filled.append(
+        disk_full.fill(small_disk, leave_bytes=128 << 10, between_saves_of=store.root)))
+    filler.start()
+    filler.join(0.3)
+    assert filler.is_alive() and not filled  # held while the save writes
+    go.set()
+    saver.join(30)
+    filler.join(30)
+    assert [c.step for c in store.list()] == [7] and store.verify(store.path_for(7))  # the save went through
+    assert filled and 64 << 10 <= disk_full.free_bytes(small_disk) <= 128 << 10  # then the fill left the logs' room
+    disk_full.release(filled[0][0])
+
+
 def test_fill_refuses_a_large_file_system(tmp_path):
     with pytest.raises(disk_full.FillRefused, match="small one"):
         disk_full.fill(tmp_path, leave_bytes=1 << 20, max_fs_bytes=1 << 20)

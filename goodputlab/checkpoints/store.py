@@ -37,7 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..safe_io import UnsafeFileError, create_new, default_max_file_bytes, open_regular, read_regular, remove_entry, write_all
+from ..safe_io import (
+    UnsafeFileError, create_new, default_max_file_bytes, directory_lock, open_regular, read_regular, remove_entry, write_all,
+)
 
 FORMAT_VERSION = 1
 STATE_FILE = "state.pt"
@@ -175,23 +177,25 @@ class CheckpointStore:
         The sequence: temporary directory, state file written and fsynced,
         manifest written and fsynced, directory fsynced, rename, parent fsynced,
         then old checkpoints beyond ``keep`` removed. The file is hashed while it
-        is written (one pass over the bytes).
+        is written (one pass over the bytes). The store's folder is locked meanwhile
+        (:func:`~goodputlab.safe_io.directory_lock`).
         """
-        tmp = self.begin(step)
-        f = None
-        try:
-            with os.fdopen(create_new(tmp / STATE_FILE), "wb") as raw:
-                f = _HashingWriter(raw)
-                write_state(f)
-                raw.flush()
-                os.fsync(raw.fileno())
-            files = {STATE_FILE: {"sha256": f.sha.hexdigest(), "bytes": f.bytes}}
-            return self.seal(tmp, step, files, LAYOUT_TORCH)
-        except BaseException as e:
-            self.discard(tmp)  # a full disk or a failed serialisation leaves no temporary behind
-            if f is not None and f.error is not None and not isinstance(e, OSError):
-                raise OSError(f.error.errno, f"{f.error.strerror} (writing {STATE_FILE} of step {step})") from None
-            raise
+        with directory_lock(self.root):  # an injected full disk is never filled during a save
+            tmp = self.begin(step)
+            f = None
+            try:
+                with os.fdopen(create_new(tmp / STATE_FILE), "wb") as raw:
+                    f = _HashingWriter(raw)
+                    write_state(f)
+                    raw.flush()
+                    os.fsync(raw.fileno())
+                files = {STATE_FILE: {"sha256": f.sha.hexdigest(), "bytes": f.bytes}}
+                return self.seal(tmp, step, files, LAYOUT_TORCH)
+            except BaseException as e:
+                self.discard(tmp)  # a full disk or a failed serialisation leaves no temporary behind
+                if f is not None and f.error is not None and not isinstance(e, OSError):
+                    raise OSError(f.error.errno, f"{f.error.strerror} (writing {STATE_FILE} of step {step})") from None
+                raise
 
     def begin(self, step: int) -> Path:
         """A fresh temporary directory for the files of the checkpoint of ``step`` (invisible to readers)."""

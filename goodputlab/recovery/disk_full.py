@@ -24,6 +24,8 @@ import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..safe_io import directory_lock
+
 BALLAST = ".goodputlab-ballast"  # the file that fills the disk, in the run folder
 MAX_FILL_BYTES = 4 << 30  # never fill a file system larger than this (a real disk, not a test's)
 _CHUNK = 1 << 20
@@ -53,13 +55,20 @@ def leave_for(state_bytes: int) -> int:
     return max(64 << 10, min(4 << 20, state_bytes // 4))
 
 
-def fill(directory: Path | str, leave_bytes: int, max_fs_bytes: int = MAX_FILL_BYTES) -> tuple[Path, int]:
+def fill(directory: Path | str, leave_bytes: int, max_fs_bytes: int = MAX_FILL_BYTES,
+         between_saves_of: Path | str | None = None) -> tuple[Path, int]:
     """Fill the file system of ``directory`` until ``leave_bytes`` or fewer are free.
 
     Writes :data:`BALLAST` in ``directory`` (created new; an old one is replaced) and
     returns ``(path, bytes written)``. Raises :class:`FillRefused` for a file system
-    larger than ``max_fs_bytes``.
+    larger than ``max_fs_bytes``. ``between_saves_of``: a checkpoint folder whose saves
+    the fill waits for (:func:`~goodputlab.safe_io.directory_lock`). A save running during
+    the fill could take the room left for the logs and still succeed: the disk would be
+    left with nothing free, and the worker's next event would fail.
     """
+    if between_saves_of is not None and Path(between_saves_of).is_dir():
+        with directory_lock(between_saves_of):
+            return fill(directory, leave_bytes, max_fs_bytes)
     directory = Path(directory)
     total = size_bytes(directory)
     if total > max_fs_bytes:

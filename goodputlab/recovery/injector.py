@@ -83,7 +83,7 @@ class Injector:
         if self.ballast is not None:
             return  # still full from the last one
         try:
-            ballast, written = fill(self.run_dir, leave_for(self.state_bytes))
+            ballast, written = fill(self.run_dir, leave_for(self.state_bytes), between_saves_of=self.run_dir / "ckpt")
         except FillRefused as e:
             raise RuntimeError(str(e)) from None
         self.ballast = ballast
