@@ -184,10 +184,26 @@ class LockHeld(OSError):
         super().__init__(errno.EWOULDBLOCK, f"{path} is locked by another process", str(path))
 
 
+def flock_within(fd: int, timeout_s: float, poll_s: float = 0.001) -> bool:
+    """Take an exclusive ``flock`` on ``fd``, waiting at most ``timeout_s`` seconds; False when it could not be
+    had (its holder is stopped, or the file takes no lock): the caller goes on without it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll_s)
+        except OSError:
+            return False
+
+
 @contextmanager
 def directory_lock(path: Path | str, timeout_s: float = 60.0):
     """An exclusive ``flock`` on the folder ``path`` itself (no lock file) for the block, waited for at most
-    ``timeout_s`` seconds (then the block runs without it: a stopped holder must not stop the caller).
+    ``timeout_s`` seconds (:func:`flock_within`: then the block runs without it).
 
     The checkpoint store holds it on its folder while it writes a checkpoint, and an injected full disk
     (:func:`goodputlab.recovery.disk_full.fill`) takes it before filling, so the fill never runs during a
@@ -195,15 +211,7 @@ def directory_lock(path: Path | str, timeout_s: float = 60.0):
     """
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    break
-                time.sleep(0.002)
+        flock_within(fd, timeout_s, poll_s=0.002)
         yield
     finally:
         os.close(fd)  # drops the lock

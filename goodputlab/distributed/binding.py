@@ -130,7 +130,7 @@ def listening_socket(address: str, port: int) -> socket.socket:
 def publish_port(path: str, attempt: int, port: int) -> None:
     """Rank 0 of attempt ``attempt``: its store listens on ``port`` (a line in the private file ``path``,
     which the launch created, mode ``0o600``; a later attempt's line replaces it)."""
-    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0))
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW)
     with os.fdopen(fd, "w") as f:
         f.write(f"{attempt} {port}\n")
 

@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from ..safe_io import flock_within
 from .logread import MAX_LINE_BYTES, EventLogError, EventLogWarning, as_dict, event_batches, parse_event  # noqa: F401
 
 # Phases written by the supervisor.
@@ -218,17 +219,7 @@ class EventWriter:
 
 def _flock(fd: int) -> bool:
     """Take the log's advisory lock; give up after :data:`_LOCK_WAIT_S` (a stopped holder must not stop us)."""
-    deadline = time.monotonic() + _LOCK_WAIT_S
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.001)
-        except OSError:
-            return False
+    return flock_within(fd, _LOCK_WAIT_S)
 
 
 def _drop_unfinished_line(fd: int) -> int | None:

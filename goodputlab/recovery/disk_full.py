@@ -21,7 +21,7 @@ import errno
 import os
 import shutil
 import subprocess
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from ..safe_io import directory_lock
@@ -66,10 +66,12 @@ def fill(directory: Path | str, leave_bytes: int, max_fs_bytes: int = MAX_FILL_B
     the fill could take the room left for the logs and still succeed: the disk would be
     left with nothing free, and the worker's next event would fail.
     """
-    if between_saves_of is not None and Path(between_saves_of).is_dir():
-        with directory_lock(between_saves_of):
-            return fill(directory, leave_bytes, max_fs_bytes)
-    directory = Path(directory)
+    saves = between_saves_of is not None and Path(between_saves_of).is_dir()
+    with directory_lock(between_saves_of) if saves else nullcontext():
+        return _fill(Path(directory), leave_bytes, max_fs_bytes)
+
+
+def _fill(directory: Path, leave_bytes: int, max_fs_bytes: int) -> tuple[Path, int]:
     total = size_bytes(directory)
     if total > max_fs_bytes:
         raise FillRefused(
