@@ -23,14 +23,17 @@ loop="$here/${which}_loop.py"
 [ -f "$loop" ] || { echo "kill_and_restart.sh: no loop '$which' (plain or dcp)" >&2; exit 2; }
 
 rm -rf "$run_dir"
+steps_done() {  # the loop's completed steps: its step_end events (kind 3 at byte 36 of each 40-byte record)
+  if [ -f "$run_dir/events.steps.bin" ]; then
+    od -An -v -t u2 -w40 -j40 "$run_dir/events.steps.bin" | awk 'NF == 20 && $19 == 3 { n++ } END { print n + 0 }'
+  else
+    grep -c '"kind":"step_end"' "$run_dir/events.jsonl" 2>/dev/null || true
+  fi
+}
 "$PYTHON" "$loop" --run-dir "$run_dir" "$@" &
 pid=$!
 while :; do
-  if [ -f "$run_dir/events.steps.bin" ]; then  # 40-byte step records after a 40-byte header, three a step
-    done_steps=$(( ($(wc -c < "$run_dir/events.steps.bin") - 40) / 120 ))
-  else
-    done_steps=$(grep -c '"kind":"step_end"' "$run_dir/events.jsonl" 2>/dev/null || true)
-  fi
+  done_steps=$(steps_done)
   [ "${done_steps:-0}" -ge "$KILL_AFTER" ] && break
   if ! kill -0 "$pid" 2>/dev/null; then
     echo "kill_and_restart.sh: the loop ended before $KILL_AFTER steps" >&2
@@ -38,7 +41,10 @@ while :; do
   fi
   sleep 0.01
 done
-kill -KILL "$pid" 2>/dev/null || { echo "kill_and_restart.sh: the loop ended before the kill; give it more --steps" >&2; exit 1; }
+# stopped first, so the count printed is the steps it had completed when it died
+kill -STOP "$pid" 2>/dev/null || { echo "kill_and_restart.sh: the loop ended before the kill; give it more --steps" >&2; exit 1; }
+done_steps=$(steps_done)
+kill -KILL "$pid"
 wait "$pid" 2>/dev/null || true
 echo "SIGKILL after $done_steps steps; restarting in $RESTART_DELAY s"
 sleep "$RESTART_DELAY"

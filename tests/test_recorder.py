@@ -447,8 +447,18 @@ def test_example_killed_and_restarted_is_reported(examples, name, cli, cli_env):
     s = report_json(cli, cli_env, run_dir)
     assert closes(s)
     assert s["completed"] and s["steps_completed"] == 200 and s["failures"] == 1 and s["attempts"] == 2
-    assert s["steps_executed"] > 200  # the steps past the checkpoint ran twice
-    assert s["buckets"]["lost_work"] > 0 and s["buckets"]["restart"] >= 0.3
+    # the script stops the loop before it counts, so it names the steps completed at the kill
+    killed_after = int(stdout.split("SIGKILL after ")[1].split()[0])
+    events = read_log(run_dir / "events.jsonl")
+    first = [e for e in events if e["kind"] == "step_end" and e["attempt"] == 0]
+    assert len(first) == killed_after >= 40
+    resume = next(e["step"] for e in events if e["kind"] == "compute" and e["attempt"] == 1)
+    assert resume % 25 == 0 and killed_after - 25 <= resume <= killed_after  # the newest checkpoint
+    # the first attempt's executions from the resume point on ran again, and no others
+    rerun = {e["step"] for e in events if e["kind"] == "compute" and e["attempt"] == 0 and e["step"] >= resume}
+    assert s["steps_executed"] == 200 + len(rerun)
+    assert s["buckets"]["lost_work"] > 0 or killed_after == resume  # a step completed past it was lost
+    assert s["buckets"]["restart"] >= 0.3
     assert s["buckets"]["checkpoint_restore"] > 0 and s["checkpoints"] >= 200 // 25
     assert 0 < s["goodput"] < 1 and s["final_loss"] < s["initial_loss"]
 
@@ -492,23 +502,30 @@ while True:  # as fast as it can: a kill lands in the middle of writing, if anyw
 """
 
 
-def test_sigkill_at_random_moments_never_leaves_a_torn_line(tmp_path):
+def test_sigkill_at_random_moments_cuts_at_most_the_write_in_progress_which_the_next_attempt_drops(tmp_path):
     import random
 
     rng = random.Random(7)
+    records = tmp_path / "events.steps.bin"
     for attempt in range(6):
         p = subprocess.Popen([sys.executable, "-c", KILLED_MID_WRITE, str(tmp_path)], stdout=subprocess.PIPE, text=True)
         assert p.stdout.readline().strip() == "recording"
+        # this attempt's Recorder has opened the files: whatever the last kill cut short is gone
+        assert records.stat().st_size % 40 == 0 and (tmp_path / "events.jsonl").read_bytes().endswith(b"\n")
         time.sleep(rng.uniform(0.02, 0.3))
         p.kill()
         p.wait()
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # a line cut short would warn
+        # Linux checks for a kill between the pages of one write, so a record that crosses a page can be cut
+        # (benchmarks/sigkill_tear.py): only that record, the last, which the reader leaves out with a warning
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             events = read_log(tmp_path / "events.jsonl")
+        assert all(w.category is EventLogWarning and "cut short at the end" in str(w.message) for w in caught)
+        assert len(caught) <= 1 and (len(caught) == 1) == (records.stat().st_size % 40 != 0)
         assert events[-1]["attempt"] == attempt
-        assert (tmp_path / "events.jsonl").read_bytes().endswith(b"\n")
-        assert (tmp_path / "events.steps.bin").stat().st_size % 40 == 0  # the step records: whole too
-    s = gl.load_run(tmp_path).summary
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EventLogWarning)
+        s = gl.load_run(tmp_path).summary
     assert s["attempts"] == 6 and s["failures"] == 6 and closes(s)
 
 

@@ -39,11 +39,12 @@ The rules (in full: docs/ARCHITECTURE.md, "Recording your own job"; docs/RECORDE
 * **Completion.** ``close()`` completes the run when ``total_steps`` were reached, when
   ``completed=True``, or (without ``total_steps``) on any clean close.
 * **Durability.** Each event is one ``O_APPEND`` write of a whole line, or (a step's events,
-  by default) of a whole 40-byte record in ``events.steps.bin`` (``engine/step_records.py``),
-  which survives a SIGKILL; both are fsynced at every committed checkpoint and at ``close()``. One live
-  Recorder per log (an ``flock`` on ``.events.jsonl.lock``), so its lines need no lock of
-  their own; a write the disk cuts short is taken back before ``ENOSPC`` is raised, and a
-  line a kill cut short is dropped, with a warning, by the reader and the next attempt.
+  by default) of a whole 40-byte record in ``events.steps.bin`` (``engine/step_records.py``);
+  what was written before a SIGKILL survives it. Both are fsynced at every committed checkpoint and
+  at ``close()``. One live Recorder per log (an ``flock`` on ``.events.jsonl.lock``), so its lines
+  need no lock of their own; a write the disk cuts short is taken back before ``ENOSPC`` is raised,
+  and a line or record a kill cut short (the write in progress, where it crosses a page) is
+  dropped, with a warning, by the reader and the next attempt.
 * **Files.** The log, ``recorder.json`` and the lock are opened without following links
   and only as regular files (``safe_io``): a planted link is refused, never written through.
 """

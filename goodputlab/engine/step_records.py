@@ -16,11 +16,13 @@ records in ``events.steps.bin`` beside ``events.jsonl`` (``events-rankR.steps.bi
   the loss is ``null``).
 
 Each record is one ``write`` of 40 bytes on an ``O_APPEND`` descriptor, so a SIGKILL keeps every
-record written before it whole; a file whose size after the header is not a multiple of 40 ends
-with a torn record, which the reader drops with a warning and the next attempt truncates. The
-reader (:mod:`goodputlab.engine.logread`) merges the records with the JSON lines by ``lines``, so
-the events reach the ledger in the order they were written: the same ledger as the same events
-written as JSON lines (``tests/test_step_records.py``).
+record written before it whole. It can cut the one being written where that record crosses a page
+(the kernel checks for a fatal signal between the pages of a write; ``benchmarks/sigkill_tear.py``).
+A file whose size after the header is not a multiple of 40 ends with a torn record, which the reader
+drops with a warning and the next attempt truncates. The reader (:mod:`goodputlab.engine.logread`)
+merges the records with the JSON lines by ``lines``, so the events reach the ledger in the order
+they were written: the same ledger as the same events written as JSON lines
+(``tests/test_step_records.py``).
 """
 
 from __future__ import annotations
