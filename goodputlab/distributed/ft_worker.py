@@ -231,6 +231,11 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, r
     final = {"final_state_sha256": state_sha256(model), "final_loss": loss_value}
     events.emit(E.M_FINISH, step=config.steps, **final)
     events.emit(E.W_EXIT)
+    if size > 1:
+        # The group's rank 0 hosts its ManagerServer, and shutting it down aborts the server at once: a rank
+        # whose answer to the last should_commit was not yet sent got "transport error" instead (seen under
+        # load). Every rank has its answer once every rank is past the loop.
+        dist.barrier()
     manager.shutdown(wait=False)
     del store
     return final
