@@ -25,7 +25,8 @@ loop="$here/${which}_loop.py"
 rm -rf "$run_dir"
 steps_done() {  # the loop's completed steps: its step_end events (kind 3 at byte 36 of each 40-byte record)
   if [ -f "$run_dir/events.steps.bin" ]; then
-    od -An -v -t u2 -w40 -j40 "$run_dir/events.steps.bin" | awk 'NF == 20 && $19 == 3 { n++ } END { print n + 0 }'
+    od -An -v -t u2 -j40 "$run_dir/events.steps.bin" | awk '{ for (i = 1; i <= NF; i++) v[n++] = $i }
+      END { for (r = 0; (r + 1) * 20 <= n; r++) if (v[r * 20 + 18] == 3) c++; print c + 0 }'
   else
     grep -c '"kind":"step_end"' "$run_dir/events.jsonl" 2>/dev/null || true
   fi
