@@ -83,13 +83,18 @@ def twin_runs(tmp_path_factory):
     a whole-node kill after step 5, and its failure-free twin (no spare)."""
     root = tmp_path_factory.mktemp("emulated")
     before = machine_state(root)
+    # A failure "after step K" strikes when the supervisor has read step K, which a loaded machine delays: in
+    # one busy run a kill after step 3 of 8 tiny 20 ms steps landed after step 8, and the node kill planned
+    # after step 5 never came. Sleeping storage (no CPU; the data, so the weights, are the same) makes a step
+    # 250 ms, so each failure has steps to land in.
+    slow = ("--io-latency-ms", "250")
     killed = run(root / "killed", "--emulate-nodes", "2", "--nproc", "1", "--spare-nodes", "1", "--kill-node-at-steps", "5",
-                 "--partition-at-steps", "2", "--partition-s", "120", "--hang-timeout", str(HANG_TIMEOUT_S))
+                 "--partition-at-steps", "2", "--partition-s", "120", "--hang-timeout", str(HANG_TIMEOUT_S), *slow)
     after_kill = machine_state(root)
     twin = run(root / "twin", "--emulate-nodes", "2", "--nproc", "1")
     # the RAM tier: a process kill after step 3 (its node's RAM survives), a node kill after step 5 (its RAM goes)
     memory = run(root / "memory", "--emulate-nodes", "2", "--nproc", "1", "--ckpt", "memory", "--memory-disk-every", "100",
-                 "--kill-at-steps", "3", "--kill-node-at-steps", "5")
+                 "--kill-at-steps", "3", "--kill-node-at-steps", "5", *slow)
     return {"root": root, "killed": killed, "twin": twin, "memory": memory, "before": before, "after_kill": after_kill,
             "after": machine_state(root)}
 
