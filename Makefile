@@ -168,6 +168,7 @@ notebooks: $(TEST_STAMP)
 bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/ledger_overhead.py
 	$(BIN)/python benchmarks/recorder_overhead.py
+	$(BIN)/python benchmarks/sigkill_tear.py
 	$(BIN)/python benchmarks/unpickler_cost.py
 	$(BIN)/python benchmarks/simulate_speed.py
 	$(BIN)/python benchmarks/checkpoint_stall.py

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -166,3 +167,19 @@ def test_json_lines_only_when_asked(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert [e["kind"] for e in read_log(tmp_path / "events.jsonl")][-3:] == ["step_end", "finish", "end"]
+
+
+def test_the_tear_benchmark_counts_its_kills_and_where_a_cut_falls(tmp_path):
+    """benchmarks/sigkill_tear.py, small: every kill counted; a record cut short ends at a page boundary."""
+    bench = Path(__file__).resolve().parent.parent / "benchmarks" / "sigkill_tear.py"
+    r = subprocess.run([sys.executable, str(bench), "--kills", "25", "--dir", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    head, *cuts = r.stdout.splitlines()
+    assert head.startswith("25 kills of a writer of 40-byte records") and head.endswith("with a record cut short")
+    n = int(head.split(": ")[1].split()[0])
+    assert len([c for c in cuts if c.startswith("  size")]) == n
+    assert all("size mod 4096 = 0" in c for c in cuts if c.startswith("  size"))
+    assert not list(tmp_path.iterdir())  # its files removed
+    bad = subprocess.run([sys.executable, str(bench), "--kills", "0"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--kills must be at least 1" in bad.stderr
