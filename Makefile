@@ -64,7 +64,7 @@ help:
 	@echo "                  CHAPTER=labs/01_where_did_the_time_go.ipynb opens another notebook"
 	@echo "make dashboard  - serve the workshop dashboard (labs/dashboard.ipynb) with Voila; RECORDED=1: recorded runs"
 	@echo "make figures    - every chapter's charts as SVG and PNG in figures/ (small runs, about 5 min; FULL=1: full-size runs for slides, about 25 min)"
-	@echo "make test       - set up .venv (book and test tools) and run the whole suite (on 2 cores: 18-21 min quiet, 23-24 beside two busy loops)"
+	@echo "make test       - set up .venv (book and test tools) and run the whole suite (on 2 cores: about 18 min quiet, 23-25 beside two busy loops)"
 	@echo "make test-fast  - the package's tests without the notebooks (about 8 min on 2 quiet cores)"
 	@echo "make notebooks  - execute every chapter and lab at full size, in place (NB=path for one)"
 	@echo "make book       - build the book and the labs as a static website in $(SITE_DIR) (offline, about 10 s)"
