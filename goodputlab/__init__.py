@@ -65,6 +65,13 @@ _API: dict[str, tuple[str, str | None]] = {
     "recorded_run": (".engine.recorded", "recorded_run"),
     "recorded_runs": (".engine.recorded", "recorded_runs"),
     "scratch_dir": (".engine.scratch", "scratch_dir"),
+    # the lab as a scale model of a cluster
+    "scale_model": (".experiments.scale_model", "scale_model"),
+    "calibrate": (".experiments.scale_model", "calibrate"),
+    "ratio_table": (".experiments.scale_model", "ratio_table"),
+    "goodput_stderr": (".experiments.scale_model", "goodput_stderr"),
+    "ClusterCosts": (".theory.scale_model", "ClusterCosts"),
+    "llama3_cluster": (".theory.scale_model", "llama3_cluster"),
     # the theory
     "young_interval": (".theory", "young_interval"),
     "daly_interval": (".theory", "daly_interval"),

@@ -112,6 +112,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("goodputlab.serving", 4),  # the launcher, and the package that offers it (loaded on first use)
     ("goodputlab.recovery.injector", 4),
     ("goodputlab.recovery.spare", 4),
+    ("goodputlab.recovery.forkserver", 4),  # the supervisor's side of the fork server of standbys
     # 5 experiments: real runs beside the theory
     ("goodputlab.experiments", 5),
     # 6 the book

@@ -215,7 +215,7 @@ def test_a_hot_spare_takes_over_bit_exact_and_its_start_up_is_off_the_critical_p
         assert a["standby_startup_s"] > 0  # the start-up happened, and is reported, not booked
     assert sum(1 for e in events if e["kind"] == "standby_spawned") == 3  # one per worker that trained
     names = sorted(p.name for p in (out / "logs").iterdir())
-    assert names == ["attempt-000.log", "attempt-001.log", "attempt-002.log", "standby-002.log"]
+    assert names == ["attempt-000.log", "attempt-001.log", "attempt-002.log", "fork-server.log", "standby-002.log"]
     assert run_processes(out) == []  # the unused standby died with the run
     closes(summary, events)
 

@@ -136,9 +136,11 @@ class CheckpointStore:
     (:class:`CheckpointDirError`), and so are links inside it.
     """
 
-    def __init__(self, root: Path | str, keep: int = 3, max_file_bytes: int | None = None):
+    def __init__(self, root: Path | str, keep: int = 3, max_file_bytes: int | None = None, storage_bps: float = 0.0):
         self.root = Path(root)
         self.keep = keep
+        self.storage_bps = storage_bps  # > 0: emulated storage of this bandwidth (bytes/s), see _pace
+        self._began: dict[Path, float] = {}
         self.max_file_bytes = max_file_bytes if max_file_bytes is not None else default_max_file_bytes()
         if self.root.is_symlink():
             raise CheckpointDirError(f"{self.root} is a symbolic link: checkpoints are never read or written through one")
@@ -202,10 +204,21 @@ class CheckpointStore:
         self._remove_stale_temporaries()
         tmp = self.root / f".tmp-step-{step:08d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir()
+        self._began[tmp] = time.monotonic()
         return tmp
+
+    def _pace(self, nbytes: int, started: float | None) -> None:
+        """Emulated storage: with ``storage_bps`` set, a write or read of ``nbytes`` begun at ``started``
+        (monotonic seconds) ends no sooner than ``nbytes / storage_bps`` after it, as on a file system of
+        that bandwidth (the lab's stand-in for a cluster's storage; the bytes are written and read for real)."""
+        if self.storage_bps > 0 and started is not None:
+            wait = nbytes / self.storage_bps - (time.monotonic() - started)
+            if wait > 0:
+                time.sleep(wait)
 
     def discard(self, tmp: Path) -> None:
         """Remove a temporary directory from :meth:`begin` after a save failed (no error if it is gone)."""
+        self._began.pop(tmp, None)
         try:
             remove_entry(tmp)
         except OSError:
@@ -230,6 +243,7 @@ class CheckpointStore:
 
     def seal(self, tmp: Path, step: int, files: dict[str, dict[str, Any]], layout: str) -> Path:
         """Write the manifest of ``files`` (already fsynced) into ``tmp`` and rename it into place."""
+        self._pace(sum(int(f["bytes"]) for f in files.values()), self._began.pop(tmp, None))
         manifest = {
             "format": FORMAT_VERSION,
             "step": step,
@@ -382,18 +396,22 @@ class CheckpointStore:
         an explicit allow-list first (:mod:`goodputlab.checkpoints.safe_unpickle`), then ``weights_only=True``."""
         from .safe_unpickle import safe_torch_load
 
+        started = time.monotonic()
         manifest = self.manifest(path)
         if manifest["layout"] == LAYOUT_DCP:
             from .dcp_layout import load_dcp_checkpoint
 
             self.verify(path)
-            return load_dcp_checkpoint(path, files=manifest["files"], max_file_bytes=self.max_file_bytes)
-        if manifest["layout"] == LAYOUT_DCP_SHARDED:  # written by the ranks of a distributed job: read whole here
+            state = load_dcp_checkpoint(path, files=manifest["files"], max_file_bytes=self.max_file_bytes)
+        elif manifest["layout"] == LAYOUT_DCP_SHARDED:  # written by the ranks of a distributed job: read whole here
             from .dcp_sharded_layout import load_unsharded
 
             self.verify(path)
-            return load_unsharded(path, files=manifest["files"], max_file_bytes=self.max_file_bytes)
-        return safe_torch_load(self.read_verified(path), STATE_FILE)
+            state = load_unsharded(path, files=manifest["files"], max_file_bytes=self.max_file_bytes)
+        else:
+            state = safe_torch_load(self.read_verified(path), STATE_FILE)
+        self._pace(sum(int(f["bytes"]) for f in manifest["files"].values()), started)
+        return state
 
     def load_newest_valid(
         self,

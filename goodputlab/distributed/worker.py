@@ -82,7 +82,7 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
         io_jitter=config.io_jitter,
         transform_s=config.transform_ms / 1000,
     )
-    store = CheckpointStore(run_dir / "ckpt", keep=config.keep)
+    store = CheckpointStore(run_dir / "ckpt", keep=config.keep, storage_bps=config.storage_bps())
     events.emit(
         E.M_WORKER_INFO,
         device=str(device),

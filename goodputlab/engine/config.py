@@ -34,6 +34,7 @@ MAX_THREADS = 256  # far past any gain; very large counts crash OpenMP's thread 
 MAX_WORKERS = 64  # DataLoader processes, each a fork of the training process
 MAX_PREFETCH = 256  # batches each worker loads ahead
 MAX_DELAY_S = 86_400.0  # a day; time.sleep overflows near 2**63 ns
+MAX_STORAGE_MBPS = 1e6  # a terabyte a second: far past any disk, which then sets the pace itself
 MAX_PER_BATCH_MS = 60_000.0  # a minute of emulated latency or transform per batch
 MAX_STRAGGLER_FACTOR = launch.MAX_STRAGGLER_FACTOR  # a step 100 times its time; more is a hang, not a straggler
 DEFAULT_HANG_TIMEOUT_S = 5.0  # the watchdog's timeout when --failure-mode hang gives none
@@ -137,6 +138,12 @@ class RunConfig:
         validate.Whole(1, unit="saves", note="1: every save"), "checkpoints", "K",
     )
     keep: int = setting(3, "checkpoints kept on disk", validate.Whole(1), "checkpoints", "N")
+    ckpt_storage_mbps: float = setting(
+        0.0, "emulate checkpoint storage of this bandwidth, MB/s: a save's files take at least their size over it "
+        "to write, and a restore's to read (the bytes are real); 0: the disk as it is",
+        validate.Number(0, MAX_STORAGE_MBPS, text=f"MB/s between 0 and {MAX_STORAGE_MBPS:.0f} (0: the disk as it is)"),
+        "checkpoints", "MB/S", default_text="0: the disk as it is",
+    )
     ckpt_omit: tuple[str, ...] = setting(
         (), "leave these parts out of every checkpoint, to see what goes wrong: optimizer, data, rng (comma-separated)",
         OmitRule(), "checkpoints", "PARTS", default_text="",
@@ -328,6 +335,10 @@ class RunConfig:
 
     def resolved_lr(self) -> float:
         return self.lr if self.lr is not None else PRESETS[self.model].lr
+
+    def storage_bps(self) -> float:
+        """The emulated checkpoint storage's bandwidth in bytes per second (0: none)."""
+        return self.ckpt_storage_mbps * 1e6
 
     def resolved_hang_timeout(self) -> float | None:
         """The watchdog's timeout: ``hang_timeout``, or :data:`DEFAULT_HANG_TIMEOUT_S` for ``--failure-mode hang``."""

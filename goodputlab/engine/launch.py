@@ -143,8 +143,10 @@ def launch_worker(
     log: WorkerLog,
     extra_env: dict | None = None,
     control: WorkerControl | None = None,
+    fork_server_fd: int | None = None,
 ) -> subprocess.Popen:
-    """Start a worker as ``attempt``, or a standby (``attempt`` None) that waits on ``control`` for one."""
+    """Start a worker as ``attempt``, or a standby (``attempt`` None) that waits on ``control`` for one,
+    or (``fork_server_fd``) the run's fork server of standbys (:mod:`goodputlab.recovery.zygote`)."""
     env = dict(os.environ)
     env.update(extra_env or {})
     package_root = str(Path(__file__).resolve().parent.parent.parent)
@@ -152,8 +154,12 @@ def launch_worker(
     env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS (bit-exact resume)
     env["PYTHONUNBUFFERED"] = "1"
     cmd = [python, "-m", "goodputlab.engine.worker", "--run-dir", str(out), "--t0", repr(t0), "--parent", str(os.getpid())]
-    cmd += ["--standby"] if attempt is None else ["--attempt", str(attempt)]
     pass_fds: tuple[int, ...] = ()
+    if fork_server_fd is not None:
+        cmd += ["--fork-server", str(fork_server_fd)]
+        pass_fds = (fork_server_fd,)
+    else:
+        cmd += ["--standby"] if attempt is None else ["--attempt", str(attempt)]
     if control is not None:
         cmd += ["--control-fd", str(control.child_fd)]
         pass_fds = (control.child_fd,)

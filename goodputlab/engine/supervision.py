@@ -45,6 +45,7 @@ from ..recovery.control import WorkerControl
 from ..recovery.injector import Injector
 from ..recovery.modes import FailureClock, restart_vs_mtbf
 from ..recovery.resume import check_resume_compatible, continuation
+from ..recovery.forkserver import ForkServer, warm_spares
 from ..recovery.spare import HotSpare, kill_group
 from ..recovery.watchdog import HeartbeatWatchdog
 from ..safe_io import read_regular, write_atomic
@@ -53,6 +54,7 @@ from .events import SUP_HANDOVER, SUP_HANG, SUP_RESUME
 from ..recovery.booking import M_EXPOSED
 
 POLL_S = 0.02  # how often the supervisor looks at the worker and the event log
+FORK_SERVER_WAIT_S = 60.0  # the most a handover waits for a fork server still importing torch
 
 
 @dataclass
@@ -108,6 +110,7 @@ class Supervision:
         self.watchdog = HeartbeatWatchdog(config.resolved_hang_timeout())
         self.injector = Injector(config, out, self.ev, PRESETS[config.model].state_bytes)
         self.spare = HotSpare(self.launch_standby, self.ev) if config.hot_spare else None
+        self.forks: ForkServer | None = None  # started with the run when there is a hot spare
         self.failures = 0
         self.completed, self.reason = False, ""
         self.proc: subprocess.Popen | None = None
@@ -142,6 +145,8 @@ class Supervision:
             for kind, fields in resource.events:
                 self.ev.emit(kind, **fields)
             self.env = resource.env
+            if self.spare is not None and warm_spares():  # standbys forked from a process that imported torch once
+                self.forks = ForkServer(self.launch_fork_server)
             while True:
                 cause = self.attempt_until_failure()
                 if cause is None:
@@ -194,6 +199,12 @@ class Supervision:
         ev = self.ev
         ev.attempt = self.attempt
         standby = self.spare.take() if self.spare is not None else None
+        if standby is None and self.attempt > self.first_attempt and self.forks is not None and not self.forks.ready():
+            # a failure before the fork server has finished its imports: a standby forked when it has is
+            # ready sooner than a new process that would start importing now
+            if self.forks.wait_ready(FORK_SERVER_WAIT_S):
+                self.spare.ensure()
+                standby = self.spare.take()
         if standby is not None:
             ev.emit(SUP_HANDOVER, standby=standby.index)
             if standby.control.activate(self.attempt):
@@ -211,10 +222,23 @@ class Supervision:
             self.control.launched()
 
     def launch_standby(self, index: int, control: WorkerControl):
-        """Launch standby ``index`` (for :class:`~goodputlab.recovery.spare.HotSpare`): ``(process, log)``."""
+        """Launch standby ``index`` (for :class:`~goodputlab.recovery.spare.HotSpare`): ``(process, log)``,
+        forked by the fork server; None while the fork server is still starting (asked again later)."""
+        forks = self.forks
+        if forks is not None and forks.alive() and not forks.ready():
+            return None
         log = WorkerLog(self.out / "logs" / f"standby-{index:03d}.log")
         self.logs.append(log)
+        proc = forks.spawn(control.child_fd, log.write_fd) if forks is not None else None
+        if proc is not None:
+            log.start()
+            return proc, log
         return launch_worker(self.python, self.out, None, self.t0, log, self.env, control), log
+
+    def launch_fork_server(self, sock_fd: int):
+        log = WorkerLog(self.out / "logs" / "fork-server.log")
+        self.logs.append(log)
+        return launch_worker(self.python, self.out, None, self.t0, log, self.env, fork_server_fd=sock_fd)
 
     def attempt_until_failure(self) -> str | None:
         """Make a worker live and watch it: the cause of its failure when one is due, None when it exits by itself."""
@@ -291,6 +315,8 @@ class Supervision:
             self.control.close()
         if self.spare is not None:
             self.spare.close()
+        if self.forks is not None:
+            self.forks.close()
         self.injector.close()
 
     def stop(self, exc: BaseException) -> None:

@@ -47,6 +47,7 @@ class Run:
     state_bytes: int
     data_start: int = 0  # the input stream's position at the first step (the step, unless --ckpt-omit data)
     prestarted: Any = None  # a hot spare's loader, its workers started before it knew its first step
+    preload: Any = None  # a hot spare's copy of the newest checkpoint (checkpoints.restore.Preload)
 
 
 def set_up(config: RunConfig, run_dir: Path, events) -> Run:
@@ -79,7 +80,7 @@ def set_up(config: RunConfig, run_dir: Path, events) -> Run:
     )
     # A file far larger than this model's state is damage (or an attack), not something to read.
     max_file_bytes = 4 * preset.state_bytes + (256 << 20)
-    store = CheckpointStore(run_dir / "ckpt", keep=config.keep, max_file_bytes=max_file_bytes)
+    store = CheckpointStore(run_dir / "ckpt", keep=config.keep, max_file_bytes=max_file_bytes, storage_bps=config.storage_bps())
     tier = strategies.open_tier(config, max_file_bytes)  # e.g. the supervisor's RAM tier for --ckpt memory
     events.emit(
         E.M_WORKER_INFO,
@@ -99,20 +100,21 @@ def set_up(config: RunConfig, run_dir: Path, events) -> Run:
 def resume(run: Run, events) -> int:
     """Load the newest valid checkpoint into the run's objects; the step to start from (0: none)."""
     from ..checkpoints.restore import load_newest
-    from ..checkpoints.state import apply_state, check_training_state
+    from ..checkpoints.state import apply_state
     from ..recovery import omit
 
     if not (run.store.list() or (run.tier is not None and run.tier.has_snapshot())):
         return 0
     events.emit(E.W_RESTORE)
-    found = load_newest(
-        run.store,
-        run.tier,
-        on_invalid=lambda c, why: events.emit(E.M_CKPT_INVALID, ckpt_step=c.step, tier=c.tier, reason=why),
-        device=run.device,
-        # a state that verified but is not this model's is skipped like a damaged one
-        accept=lambda c, state: check_training_state(state, c.step, run.model, run.optimizer),
-    )
+    found = preloaded = run.preload.take() if run.preload is not None else None
+    if found is None:
+        found = load_newest(
+            run.store,
+            run.tier,
+            on_invalid=lambda c, why: events.emit(E.M_CKPT_INVALID, ckpt_step=c.step, tier=c.tier, reason=why),
+            device=run.device,
+            accept=accept_state(run),
+        )
     if found is None:
         return 0
     ckpt, state = found
@@ -126,8 +128,15 @@ def resume(run: Run, events) -> int:
     omitted = list(omit.omitted_parts(state))
     del state
     events.emit(E.M_RESTORED, ckpt_step=start, source=ckpt.tier, path=ckpt.path.name,
-                **({"omitted": omitted} if omitted else {}))
+                **({"omitted": omitted} if omitted else {}), **({"preloaded": True} if preloaded else {}))
     return start
+
+
+def accept_state(run: Run):
+    """The check a loaded state must pass: a state that verified but is not this model's is skipped like a damaged one."""
+    from ..checkpoints.state import check_training_state
+
+    return lambda c, state: check_training_state(state, c.step, run.model, run.optimizer)
 
 
 def start_pipeline(run: Run, start: int, events):
@@ -351,18 +360,25 @@ def serve_as_standby(config: RunConfig, run_dir: Path, t0: float, control) -> tu
 
     from ..recovery import standby
 
-    idle = standby.enter_idle_priority()  # start-up on spare CPU only, when we can come back
+    low = standby.enter_idle_priority()  # start-up on spare CPU only, when we can come back
     deferred = standby.DeferredEvents(t0, E.PHASES)
     started = deferred.emit(E.W_INIT)
     run = set_up(config, run_dir, deferred)
     if run.tier is not None and hasattr(run.tier, "warm"):
         run.tier.warm(run.device)
     run.prestarted = prestart_loader(run)
+    from ..recovery.zygote import warm_spares
+
+    if run.tier is None and warm_spares():  # a RAM tier is restored from memory already; a disk checkpoint is read ahead
+        from ..checkpoints.restore import Preload
+
+        run.preload = Preload(run.store, accept_state(run))
+        run.preload.start()  # reads each new checkpoint soon after its commit, while this waits
     ready = deferred.now()
     early = bool(select.select([control.fd], [], [], 0)[0])  # the word came before we were ready
     warm = (lambda: run.tier.warm(run.device)) if run.tier is not None and hasattr(run.tier, "warm") else None
     attempt = control.wait_for_activation(idle=warm, idle_every_s=0.2)
-    if idle:
+    if low:
         standby.leave_idle_priority()
     events = EventWriter(run_dir / "events.jsonl", t0, attempt)
     events.emit(
@@ -383,32 +399,46 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--parent", type=int, required=True, help="supervisor pid")
     p.add_argument("--control-fd", type=int, default=None, help="the supervisor's control pipe (recovery.control)")
     p.add_argument("--standby", action="store_true", help="a hot spare: set up, then wait for the job on the control pipe")
+    p.add_argument("--fork-server", type=int, default=None, metavar="FD",
+                   help="fork standbys on request over this socket (recovery.zygote)")
     args = p.parse_args(argv)
-    control = None
-    if args.control_fd is not None:
-        from ..recovery.control import ControlChannel
+    if args.fork_server is not None:
+        from ..recovery.zygote import serve_forks
 
-        control = ControlChannel(args.control_fd)
+        serve_forks(args.fork_server, args.parent, lambda fd: _standby_main(args.run_dir, args.t0, fd))
     if args.standby:
         die_with_parent(args.parent)
-        config = RunConfig.from_dict(json.loads(read_regular(args.run_dir / "config.json", 1 << 20)))
-        from ..recovery.control import ControlClosed
+        _standby_main(args.run_dir, args.t0, args.control_fd)
+    from ..recovery.control import ControlChannel
 
-        try:
-            run, events, _ = serve_as_standby(config, args.run_dir, args.t0, control)
-        except ControlClosed:  # never needed: the run ended first
-            sys.stdout.flush()
-            os._exit(0)
-        _train_or_crash(config, args.run_dir, events, control, run)
-    else:
-        events = EventWriter(args.run_dir / "events.jsonl", args.t0, args.attempt)
-        events.emit(E.W_INIT)
-        die_with_parent(args.parent)
-        config = RunConfig.from_dict(json.loads(read_regular(args.run_dir / "config.json", 1 << 20)))
-        _train_or_crash(config, args.run_dir, events, control, None)
+    control = ControlChannel(args.control_fd) if args.control_fd is not None else None
+    events = EventWriter(args.run_dir / "events.jsonl", args.t0, args.attempt)
+    events.emit(E.W_INIT)
+    die_with_parent(args.parent)
+    config = RunConfig.from_dict(json.loads(read_regular(args.run_dir / "config.json", 1 << 20)))
+    _train_or_crash(config, args.run_dir, events, control, None)
+    _exit(events)
+
+
+def _standby_main(run_dir: Path, t0: float, control_fd: int):
+    """A hot spare's life, launched or forked: wait for the job, train it, exit (never returns)."""
+    from ..recovery.control import ControlChannel, ControlClosed
+
+    control = ControlChannel(control_fd)
+    config = RunConfig.from_dict(json.loads(read_regular(run_dir / "config.json", 1 << 20)))
+    try:
+        run, events, _ = serve_as_standby(config, run_dir, t0, control)
+    except ControlClosed:  # never needed: the run ended first
+        sys.stdout.flush()
+        os._exit(0)
+    _train_or_crash(config, run_dir, events, control, run)
+    _exit(events)
+
+
+def _exit(events) -> None:
+    """Results are on disk and the DataLoader workers are gone: skip the interpreter's slow teardown of
+    torch (about half a second), which would only be booked as "other"."""
     events.close()
-    # Results are on disk and the DataLoader workers are gone; skip the interpreter's
-    # slow teardown of torch (about half a second), which would only be booked as "other".
     sys.stdout.flush()
     os._exit(0)
 

@@ -20,7 +20,9 @@ what they measured, and puts a model of :mod:`goodputlab.theory` beside them:
 - :mod:`~goodputlab.experiments.emulated_nodes`: a cluster of emulated nodes (network namespaces)
   that loses a node whole, a spare node in its place, and a recording of it (chapter 7);
 - :mod:`~goodputlab.experiments.in_job`: the same kills restarted from a checkpoint and
-  recovered in-job by torchft, and a compact recording of the pair (chapter 11).
+  recovered in-job by torchft, and a compact recording of the pair (chapter 11);
+- :mod:`~goodputlab.experiments.scale_model`: the lab calibrated and set at a cluster's ratios, and
+  each run's ratios beside the cluster's (every chapter's runs).
 
 Importing this package is cheap: the modules load on first use, and torch only
 where a measurement trains.
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 import importlib
 
-_MODULES = ("checkpoint_stall", "data_stall", "emulated_nodes", "in_job", "interval_sweep", "recovery", "scaling", "strategy_compare")
+_MODULES = ("checkpoint_stall", "data_stall", "emulated_nodes", "in_job", "interval_sweep", "recovery", "scale_model", "scaling", "strategy_compare")
 
 
 def __getattr__(name: str):

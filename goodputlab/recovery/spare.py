@@ -36,7 +36,8 @@ class HotSpare:
     """At most one standby worker, kept ready.
 
     ``launch(index, control) -> (proc, log)`` starts ``python -m goodputlab.engine.worker --standby``
-    with the control pipe's read end (the supervisor's launcher; its own process group).
+    with the control pipe's read end (the supervisor's launcher; its own process group), or forks one
+    from the run's fork server; it returns None when it cannot yet (the next :meth:`ensure` asks again).
     """
 
     def __init__(self, launch: Callable[[int, WorkerControl], tuple[Any, Any]], events):
@@ -58,9 +59,13 @@ class HotSpare:
             return  # something is wrong with standbys: the run goes on with cold restarts
         control = WorkerControl()
         try:
-            proc, log = self._launch(self.launched, control)
+            launched = self._launch(self.launched, control)
         finally:
             control.launched()
+        if launched is None:  # not yet (its fork server is still starting): the next ensure() tries again
+            control.close()
+            return
+        proc, log = launched
         self.standby = Standby(self.launched, proc, log, control)
         self.events.emit(booking.M_STANDBY_SPAWNED, standby=self.launched, pid=proc.pid)
         self.launched += 1
