@@ -199,12 +199,6 @@ class Supervision:
         ev = self.ev
         ev.attempt = self.attempt
         standby = self.spare.take() if self.spare is not None else None
-        if standby is None and self.attempt > self.first_attempt and self.forks is not None and not self.forks.ready():
-            # a failure before the fork server has finished its imports: a standby forked when it has is
-            # ready sooner than a new process that would start importing now
-            if self.forks.wait_ready(FORK_SERVER_WAIT_S):
-                self.spare.ensure()
-                standby = self.spare.take()
         if standby is not None:
             ev.emit(SUP_HANDOVER, standby=standby.index)
             if standby.control.activate(self.attempt):
@@ -217,7 +211,16 @@ class Supervision:
         self.logs.append(self.log)
         self.control = WorkerControl()
         try:
-            self.proc = launch_worker(self.python, self.out, self.attempt, self.t0, self.log, self.env, self.control)
+            # with a fork server (a hot spare's run), the first launch is a fork of it too: its imports are
+            # the ones a new process would make, and the first standby is ready a moment after
+            forked = None
+            if self.forks is not None and self.forks.wait_ready(FORK_SERVER_WAIT_S):
+                forked = self.forks.spawn(self.control.child_fd, self.log.write_fd, attempt=self.attempt)
+            if forked is not None:
+                self.proc = forked
+                self.log.start()
+            else:
+                self.proc = launch_worker(self.python, self.out, self.attempt, self.t0, self.log, self.env, self.control)
         finally:
             self.control.launched()
 

@@ -405,18 +405,29 @@ def main(argv: list[str] | None = None) -> int:
     if args.fork_server is not None:
         from ..recovery.zygote import serve_forks
 
-        serve_forks(args.fork_server, args.parent, lambda fd: _standby_main(args.run_dir, args.t0, fd))
+        def become(attempt: int | None, control_fd: int):
+            if attempt is None:
+                _standby_main(args.run_dir, args.t0, control_fd)
+            _worker_main(args.run_dir, args.t0, attempt, control_fd)
+
+        serve_forks(args.fork_server, args.parent, become)
     if args.standby:
         die_with_parent(args.parent)
         _standby_main(args.run_dir, args.t0, args.control_fd)
+    _worker_main(args.run_dir, args.t0, args.attempt, args.control_fd, parent=args.parent)
+
+
+def _worker_main(run_dir: Path, t0: float, attempt: int, control_fd: int | None, parent: int | None = None):
+    """A worker's life, launched or forked: train as ``attempt``, exit (never returns)."""
     from ..recovery.control import ControlChannel
 
-    control = ControlChannel(args.control_fd) if args.control_fd is not None else None
-    events = EventWriter(args.run_dir / "events.jsonl", args.t0, args.attempt)
+    control = ControlChannel(control_fd) if control_fd is not None else None
+    events = EventWriter(run_dir / "events.jsonl", t0, attempt)
     events.emit(E.W_INIT)
-    die_with_parent(args.parent)
-    config = RunConfig.from_dict(json.loads(read_regular(args.run_dir / "config.json", 1 << 20)))
-    _train_or_crash(config, args.run_dir, events, control, None)
+    if parent is not None:
+        die_with_parent(parent)
+    config = RunConfig.from_dict(json.loads(read_regular(run_dir / "config.json", 1 << 20)))
+    _train_or_crash(config, run_dir, events, control, None)
     _exit(events)
 
 

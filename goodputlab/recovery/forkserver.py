@@ -87,14 +87,16 @@ class ForkServer:
                 return False
         return self.alive() and self.ready()
 
-    def spawn(self, control_fd: int, log_fd: int) -> ForkedProcess | None:
-        """A new standby with ``control_fd`` and ``log_fd`` as its control pipe and output; None when the
-        server cannot serve (the caller launches one the usual way). The descriptors stay the caller's."""
+    def spawn(self, control_fd: int, log_fd: int, attempt: int | None = None) -> ForkedProcess | None:
+        """A new standby (or, with ``attempt``, a worker that trains as that attempt at once) with ``control_fd``
+        and ``log_fd`` as its control pipe and output; None when the server cannot serve (the caller launches
+        one the usual way). The descriptors stay the caller's."""
+        request = FORK if attempt is None else FORK + b" %d" % attempt
         with self._spawn_lock:
             if not self.alive():
                 return None
             try:
-                socket.send_fds(self._sock, [FORK], [control_fd, log_fd])
+                socket.send_fds(self._sock, [request], [control_fd, log_fd])
                 pid = self._pids.get(timeout=SPAWN_TIMEOUT_S)
             except (OSError, queue.Empty):
                 self.close()

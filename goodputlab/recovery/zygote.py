@@ -9,9 +9,10 @@ the imported pages and is ready in a fraction of a second.
 
 The protocol, over a ``SOCK_SEQPACKET`` socket pair (each message one datagram):
 
-* supervisor -> server: ``fork`` with two descriptors attached (``SCM_RIGHTS``): the standby's
-  control pipe and its log. The child becomes a standby in a session of its own, its output in the
-  log, and never returns;
+* supervisor -> server: ``fork`` (a standby) or ``fork <attempt>`` (a worker that starts training as
+  that attempt at once: the run's first launch), with two descriptors attached (``SCM_RIGHTS``): the
+  child's control pipe and its log. The child runs in a session of its own, its output in the log,
+  and never returns;
 * server -> supervisor: ``ready`` once it has imported what it forks with, ``pid <pid>`` for each fork, and ``exit <pid> <code>`` when a child exits
   (``code`` as :attr:`subprocess.Popen.returncode`: negative for a signal).
 
@@ -54,15 +55,14 @@ def preimport() -> None:
     from . import hooks, omit, standby  # noqa: F401
 
 
-def serve_forks(sock_fd: int, parent_pid: int, become_standby: Callable[[int], NoReturn]) -> NoReturn:
+def serve_forks(sock_fd: int, parent_pid: int, become: Callable[[int | None, int], NoReturn]) -> NoReturn:
     """Serve ``fork`` requests on ``sock_fd`` until the supervisor closes it; never returns.
 
-    ``become_standby(control_fd)`` runs in each child: the standby's life, ending in ``os._exit``.
+    ``become(attempt, control_fd)`` runs in each child: a standby's life (``attempt`` None) or a worker's,
+    ending in ``os._exit``. The server runs at normal priority: the first launch waits for its imports;
+    a standby lowers its own priority while it waits.
     """
     die_with_parent(parent_pid)
-    from . import standby
-
-    standby.enter_idle_priority()  # the children inherit it; each leaves it when it is activated
     preimport()
     sock = socket.socket(fileno=sock_fd)
     wake_r, wake_w = os.pipe()
@@ -85,7 +85,8 @@ def serve_forks(sock_fd: int, parent_pid: int, become_standby: Callable[[int], N
             message, fds = b"", []
         if not message:  # the supervisor closed its end: the run is over
             os._exit(0)
-        if message != FORK or len(fds) != 2:
+        attempt = _request(message)
+        if attempt is False or len(fds) != 2:
             for fd in fds:
                 os.close(fd)
             continue
@@ -102,10 +103,20 @@ def serve_forks(sock_fd: int, parent_pid: int, become_standby: Callable[[int], N
             os.dup2(log_fd, 2)
             os.close(log_fd)
             die_with_parent(me)
-            become_standby(control_fd)
+            become(attempt, control_fd)
         os.close(control_fd)
         os.close(log_fd)
         _send(sock, f"pid {pid}".encode())
+
+
+def _request(message: bytes) -> int | None | bool:
+    """``fork`` -> None (a standby), ``fork <attempt>`` -> the attempt; anything else -> False."""
+    parts = message.split()
+    if parts == [FORK]:
+        return None
+    if len(parts) == 2 and parts[0] == FORK and parts[1].isdigit():
+        return int(parts[1])
+    return False
 
 
 def _drain(fd: int) -> None:
