@@ -15,23 +15,27 @@ STRATEGIES = {"sync", "async", "dcp", "memory"}
 
 def test_chapter_4_figures(executed_notebook):
     _, m, _ = executed_notebook(CHAPTER)
-    assert set(m["save_s"]) == set(m["goodput"]) == STRATEGIES
+    assert set(m["save_s"]) == set(m["goodput"]) == set(m["model_goodput"]) == STRATEGIES
     assert m["bit_exact"] is True  # every strategy, killed and restored, ends with the same model
-    assert all(f == 1 for f in m["failures"].values())
-    assert m["restored_from"]["memory"] == ["memory"]  # the restarted worker read RAM, not storage
-    assert all(m["restored_from"][s] == ["disk"] for s in ("sync", "async", "dcp"))
-    save = m["save_s"]
+    assert all(f >= 1 for f in m["failures"].values())
+    assert set(m["restored_from"]["memory"]) == {"memory"}  # every restarted worker read RAM, not storage
+    assert all(set(m["restored_from"][s]) == {"disk"} for s in ("sync", "async", "dcp"))
+    save = m["run_save_s"]  # in the runs, at the cluster's emulated storage
     assert save["async"] < save["sync"] and save["memory"] < save["sync"]  # the snapshot blocks, not the write
+    assert m["save_s"]["async"] < m["save_s"]["sync"]  # and in the anatomy, on the disk as it is
     assert m["memcpy_floor_s"] > 0 and m["state_bytes"] > 1e6
-    # the chapter's claim: a cheaper save puts the optimum at a shorter interval, and at a higher goodput
-    # unless its lag to durable costs more (a factor exp(-L/M) on the goodput)
-    lag = m["lag_s"]
+    # the runs are at the cluster's save ratio: sync's blocking save is its storage write, the cluster's share
+    assert m["ratios"]["sync"]["save / MTBF"] >= 0.9 * m["cluster_ratios"]["save / MTBF"]
+    # the chapter's claim: a cheaper save puts the optimum at a shorter interval, and, at no more lag
+    # and no costlier recovery, at a higher goodput
+    lag, recovery = m["lag_s"], m["recovery_s"]
     for a, b in itertools.permutations(STRATEGIES, 2):
-        if save[a] < save[b]:
+        if save[a] < save[b] and recovery[a] <= recovery[b]:
             assert m["optimum_interval_s"][a] < m["optimum_interval_s"][b]
             if lag[a] <= lag[b]:
                 assert m["optimum_goodput"][a] > m["optimum_goodput"][b]
     assert all(lag[s] >= 0 for s in STRATEGIES) and lag["async"] > 0 and lag["dcp"] > 0
+    assert m["gain"] == pytest.approx(m["goodput_after_startup"]["async"] - m["goodput_after_startup"]["sync"])
 
 
 def test_chapter_4_durability_at_cluster_scale(executed_notebook):
@@ -54,9 +58,23 @@ def test_chapter_4_durability_at_cluster_scale(executed_notebook):
     assert g["async"] < g["memory, node lost"] < g["memory, RAM survives"]
     assert m["panel_strategy"] == "async" and 0 < m["panel_goodput"] < 1
     # the auto interval decided at the start and again after every save
-    assert m["auto_checkpoints"] >= 1 and m["auto_decisions"] == m["auto_checkpoints"] + 1
+    assert m["auto_checkpoints"] >= 1 and m["auto_decisions"] >= m["auto_checkpoints"]
 
 
 def test_chapter_4_draws_its_charts(executed_notebook):
     nb, _, _ = executed_notebook(CHAPTER)
     assert len(widget_views(nb)) >= 5  # anatomy, timelines, breakdown, curves, the panel
+
+
+def test_chapter_4_committed_full_size_run_shows_the_lever():
+    """The committed chapter (a full-size run at a cluster's ratios): async beats sync by at least 8 points, and by
+    what the model at the runs' measured costs predicts, within 3 points (issue 42)."""
+    import nbformat
+
+    from conftest import ROOT
+    from goodputlab.notebook import read_metrics
+
+    m = read_metrics(nbformat.read(ROOT / CHAPTER, as_version=4))
+    assert min(m["failures"][s] for s in ("sync", "async")) >= 20
+    assert m["gain"] >= 0.08, m["gain"]
+    assert abs(m["gain"] - m["model_gain"]) <= 0.03, (m["gain"], m["model_gain"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Iterable, Mapping
 
 import altair as alt
@@ -48,24 +49,32 @@ def save_anatomy(rows: Iterable[Mapping[str, Any]], width: int = 560) -> alt.Cha
     )
 
 
-def strategy_timelines(results: Mapping[str, Any], width: int = 620) -> alt.VConcatChart:
+def strategy_timelines(results: Mapping[str, Any], width: int = 620, window_s: float | None = None) -> alt.VConcatChart:
     """The run of each strategy as a timeline (``goodputlab.charts.timeline``), stacked on one time axis.
 
-    ``results`` maps a strategy to its :class:`~goodputlab.engine.api.RunResult`.
+    ``results`` maps a strategy to its :class:`~goodputlab.engine.api.RunResult`. ``window_s``: draw only the
+    first that many seconds of each run (a long run's attempts would not fit); the titles are the whole run's.
     """
     panels = []
     for name, result in results.items():
         led = result.ledger
         n_saves = result.summary["checkpoints"]
-        panels.append(
-            timeline(
-                led,
-                title=f"{name}: goodput {led.goodput:.1%}, checkpoint_save {led.buckets['checkpoint_save']:.2f} s "
-                f"in {n_saves} commits",
-                width=width,
-            )
-        )
+        title = (f"{name}: goodput {led.goodput:.1%}, checkpoint_save {led.buckets['checkpoint_save']:.2f} s "
+                 f"in {n_saves} commits")
+        if window_s is not None and window_s < led.wall_s:
+            led = _first_seconds(led, window_s)
+            title += f" (its first {window_s:g} s)"
+        panels.append(timeline(led, title=title, width=width))
     return alt.vconcat(*panels).resolve_scale(x="shared", color="shared")
+
+
+def _first_seconds(led, window_s: float):
+    """The part of a ledger before ``window_s`` seconds: segments cut there, the failures before it."""
+    segments = [replace(s, end=min(s.end, window_s)) for s in led.segments if s.start < window_s]
+    buckets: dict[str, float] = {k: 0.0 for k in led.buckets}
+    for s in segments:
+        buckets[s.category] = buckets.get(s.category, 0.0) + s.duration
+    return type(led)(segments, window_s, buckets, [t for t in led.failure_times if t < window_s], False)
 
 
 def goodput_vs_interval(

@@ -22,6 +22,7 @@ from typing import Any, Iterable
 from .. import categories as C
 from ..engine import events as E
 from ..engine.config import RunConfig
+from ..engine.ledger import Segment
 from ..theory.scale_model import INTERVAL, RECOVERY, SAVE, STARTUP, ClusterCosts, LabPlan, llama3_cluster, plan_lab
 
 STRATEGIES = ("sync", "async", "dcp", "memory")
@@ -178,12 +179,18 @@ def _pct(x: float) -> str:
     return f"{x * 100:.2f}%" if x < 0.1 else f"{x * 100:.1f}%"
 
 
-def goodput_stderr(result) -> float:
+def goodput_after_startup(result) -> float:
+    """Productive time over the wall time after the first launch: what a model of an endless job predicts."""
+    b = result.buckets
+    return b[C.PRODUCTIVE] / (result.summary["wall_s"] - b[C.STARTUP])
+
+
+def goodput_stderr(result, after_startup: bool = False) -> float:
     """The standard error of a run's goodput from its failure cycles (renewal-reward, the ratio estimator).
 
     The run is cut at each failure; cycle ``i`` has wall time ``w_i`` and productive time ``p_i``, the goodput
     is ``G = sum p / sum w``, and ``Var(G) ~ n/(n-1) * sum (p_i - G w_i)^2 / (sum w)^2``. A run without at
-    least two failures has no luck to measure: ``nan``."""
+    least two failures has no luck to measure: ``nan``. ``after_startup``: of :func:`goodput_after_startup`."""
     cuts = sorted(result.ledger.failure_times)
     if len(cuts) < 2:
         return math.nan
@@ -193,6 +200,8 @@ def goodput_stderr(result) -> float:
     import bisect
 
     for seg in result.ledger.segments:
+        if after_startup and seg.category == C.STARTUP:
+            continue
         start = seg.start
         while start < seg.end:
             i = bisect.bisect_right(cuts, start)
@@ -208,7 +217,47 @@ def goodput_stderr(result) -> float:
     return math.sqrt(var)
 
 
-def difference_stderr(a, b) -> float:
+def difference_stderr(a, b, after_startup: bool = False) -> float:
     """The standard error of ``a.goodput - b.goodput`` for two runs, their errors taken as independent
     (runs that share their failure draws vary together, so this is the larger, safe bound)."""
-    return math.hypot(goodput_stderr(a), goodput_stderr(b))
+    return math.hypot(goodput_stderr(a, after_startup), goodput_stderr(b, after_startup))
+
+
+def measured_costs(result) -> dict[str, float]:
+    """What a run's saves and failures cost, read from its log (seconds, medians):
+
+    ``blocking_s`` (a save's blocking part), ``durable_s`` (from a save's start to its first commit: for
+    ``memory`` the RAM tier's), ``interval_s`` (training between the end of one save and the start of the
+    next, in the same attempt) and ``recovery_s`` (restart and restore per failure, a mean)."""
+    saves: list[Segment] = [seg for seg in result.ledger.segments if seg.kind == E.W_CKPT_SAVE]
+    commits: dict[tuple[int, int], float] = {}
+    for e in result.events:
+        if e["kind"] == E.M_CKPT_COMMIT:
+            commits.setdefault((e["attempt"], e["ckpt_step"]), e["t"])
+    durable = [commits[(seg.attempt, seg.step + 1)] - seg.start for seg in saves if (seg.attempt, seg.step + 1) in commits]
+    gaps = [b.start - a.end for a, b in zip(saves, saves[1:]) if a.attempt == b.attempt and b.start > a.end]
+    b, failures = result.buckets, result.summary["failures"]
+    blocking = statistics.median(seg.duration for seg in saves[:-1]) if len(saves) > 1 else math.nan
+    return {
+        "blocking_s": blocking,
+        "durable_s": statistics.median(durable) if durable else blocking,
+        "interval_s": statistics.median(gaps) if gaps else math.nan,
+        "recovery_s": (b[C.RESTART] + b[C.CHECKPOINT_RESTORE]) / failures if failures else 0.0,
+    }
+
+
+def model_goodput(result, **memory: Any) -> float:
+    """The goodput the model predicts for a run at its measured costs (:func:`measured_costs`) and its MTBF:
+    :func:`~goodputlab.theory.checkpoint_tiers.strategy_goodput` of its strategy (an endless job: compare it
+    with :func:`goodput_after_startup`). ``memory``: the RAM tier's options (``disk_every`` defaults to the
+    run's ``memory_disk_every``)."""
+    from ..theory.checkpoint_tiers import strategy_goodput
+
+    config, c, b = result.config, measured_costs(result), result.buckets
+    if config.ckpt == "memory":
+        memory = {"disk_every": config.memory_disk_every, **memory}
+    # the model's training time is all compute; a run's also holds its data waits and bookkeeping
+    training = b[C.PRODUCTIVE] + b[C.LOST_WORK] + b[C.DATA_WAIT] + b[C.OTHER]
+    not_compute = (b[C.DATA_WAIT] + b[C.OTHER]) / training if training > 0 else 0.0
+    return (1.0 - not_compute) * strategy_goodput(config.ckpt, c["interval_s"], c["blocking_s"], c["durable_s"],
+                                                  c["recovery_s"], config.mtbf, **memory)
