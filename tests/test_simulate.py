@@ -37,7 +37,7 @@ def llama3(**overrides):
 
 
 SUMMARY_KEYS = {"config", "goodput_mean", "goodput_stderr", "goodput_p5", "goodput_p95", "interruptions_mean",
-                "job_restarts_mean", "devices_lost_mean", "buckets"}
+                "job_restarts_mean", "devices_lost_mean", "buckets", "ettr_mean", "queue_s_mean"}
 
 
 def assert_closes(result):
