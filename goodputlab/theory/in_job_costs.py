@@ -30,9 +30,9 @@ learn it only when the collective times out: torchft's ``Manager`` waits 60 s by
 costs every group the timeout ``d``. Stalls of failures less than ``d`` apart overlap, so the job
 is stalled exactly when a failure lies in the last ``d`` seconds: a share
 ``1 - e^{-lambda d}`` of the time (:func:`detection_stall_share`; exact for Poisson failures). At
-Llama 3's 466 failures in 54 days and a 60 s timeout, 0.60% of the time, more than the degraded
-share of eight groups (0.45%, :func:`goodputlab.theory.in_job.away_share` with a 6-minute
-recovery).
+Llama 3's 466 failures in 54 days and a 60 s timeout, 0.60% of the time: more than the missing
+groups take with eight groups (0.45%, :func:`goodputlab.theory.in_job.away_share` with a 6-minute
+relaunch and heal).
 
 **3. More groups are not free** (:func:`replica_group_costs`). With ``G`` groups over ``N``
 devices each group holds a whole replica on ``N / G`` devices, so each device holds ``G / N`` of
@@ -70,7 +70,7 @@ def degraded_step_progress(batch: float, full_batch: float, noise_scale: float, 
     b = validate.number("batch", batch, 0, low_open=True, unit="samples")
     b0 = validate.number("full_batch", full_batch, 0, low_open=True, unit="samples")
     validate.number("batch", b, 0, b0, low_open=True, unit="samples", note="at most the full batch")
-    noise = validate.number("noise_scale", noise_scale, 0, unit="samples", note="inf for all noise")
+    noise = validate.number("noise_scale", noise_scale, 0, unit="samples", allow_inf=True, note="inf for all noise")
     validate.choice("learning_rate", learning_rate, LEARNING_RATES)
     if math.isinf(noise):  # the limits: (1 + n/B)/(1 + n/B0) -> B0/B
         ratio = b0 / b
