@@ -54,7 +54,7 @@ from __future__ import annotations
 
 from . import (
     capstone, checkpoint_cost, checkpoint_tiers, claim, data_stall, failure_rates, frame, in_job, in_job_costs, jit,
-    recovery_at_scale, renewal, scaling,
+    recovery_at_scale, renewal, reproductions, scaling,
 )
 from .closed_forms import (
     daly_ettr,
@@ -151,6 +151,7 @@ __all__ = [
     "predict_run_goodput",
     "recovery_at_scale",
     "renewal",
+    "reproductions",
     "replay_run",
     "simulate",
     "sweep_replica_groups",
