@@ -152,10 +152,12 @@ def sweep_replica_groups(config: SimConfig, groups: Sequence[int]) -> list[SimRe
     """Simulate ``config`` once restarting from checkpoints and once per replica-group count.
 
     Returns the results in order: the restart model first (``recovery="restart"``,
-    one group), then in-job recovery with each of ``groups`` (the settings of
-    ``config`` otherwise, its ``heal_s`` and ``min_groups`` included; the same seed).
+    one group, without in-job recovery's stall and overhead), then in-job recovery with
+    each of ``groups`` (the settings of ``config`` otherwise, its ``heal_s``, ``min_groups``,
+    ``collective_timeout_s`` and ``step_overhead_share`` included; the same seed).
     """
-    restart = dataclasses.replace(config, recovery="restart", replica_groups=1, min_groups=1, heal_s=None)
+    restart = dataclasses.replace(config, recovery="restart", replica_groups=1, min_groups=1, heal_s=None,
+                                  collective_timeout_s=0.0, step_overhead_share=0.0)  # costs of groups that train on
     results = [simulate(restart)]
     for g in groups:
         results.append(simulate(dataclasses.replace(config, recovery="in-job", replica_groups=g)))
