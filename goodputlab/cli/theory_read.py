@@ -58,13 +58,8 @@ def secs(seconds: float) -> str:
     return f"{seconds:,.0f} s ({theory.human_duration(seconds)})"
 
 
-#: What the two readings of a cluster's time mean, printed under every table of goodput and ETTR
-#: (and in ``--json`` as ``definitions``).
-DEFINITIONS = {
-    "goodput": "productive compute over the wall time: saves, restarts, restores, lost work and queueing are waste",
-    "ettr": "effective training time ratio (Meta; Kokolis et al. 2025): the wall time less the lost work, restarts, "
-            "queueing and restores, over the wall time; a save counts as training. What papers such as Llama 3 report",
-}
+#: What goodput and ETTR mean (:data:`goodputlab.theory.frame.DEFINITIONS`), under every table and in ``--json``.
+DEFINITIONS = theory.frame.DEFINITIONS
 
 
 def definition_lines() -> list[str]:

@@ -45,6 +45,14 @@ LLAMA3_405B_THROUGHPUT = (
     (16_384, 380.0, 0.38),  # with 16-way context parallelism, 131,072-token sequences
 )
 
+#: What the two readings of a cluster's time mean, wherever the book prints them side by side (the command
+#: line's tables and ``--json``, the chapters' panels, the website's calculators).
+DEFINITIONS = {
+    "goodput": "productive compute over the wall time: saves, restarts, restores, lost work and queueing are waste",
+    "ettr": "effective training time ratio (Meta; Kokolis et al. 2025): the wall time less the lost work, restarts, "
+            "queueing and restores, over the wall time; a save counts as training. What papers such as Llama 3 report",
+}
+
 #: The three senses of "goodput" and where the book treats each.
 SENSES = (
     {

@@ -14,17 +14,13 @@ import ipywidgets as W
 
 from ..errors import ConfigError
 from ..theory import claim as model
-from .common import PanelNote, set_big_number, show_panel
+from .common import PanelNote, definitions_note, set_big_number, show_panel
 
 WHAT = model.WHAT
 LABELS = model.LABELS
 #: The values a user may pin (:class:`goodputlab.theory.claim.Pins`): (field, description); blank is the default.
 PINS = (("storage_gbps", "storage GB/s"), ("save_s", "sync save (s)"), ("restart_s", "restart (s)"),
         ("detect_s", "detection (s)"))
-#: What the two readings of the claim's goodputs mean, under the panel.
-DEFINITIONS = ("<b>goodput</b>: productive compute over the wall time (saves, restarts, restores and lost work are waste); "
-               "<b>ETTR</b>: Meta's effective training time ratio, which counts a save as training time, as papers "
-               "such as Llama 3 report it.")
 
 
 def _fmt(value: float) -> str:
@@ -50,14 +46,13 @@ class ClaimPanel:
             "The claim pins two unknowns of this chapter's model: the failure rate, and the setting the lever changed. "
             "Everything else is the chapter's defaults (a 90 s detection, a 5-minute restart, Llama 3's storage per GPU), "
             "or what you pin. Each published range spans the slowest published cluster to the fastest; an implied value "
-            "more than three times outside it, or two goodputs that contradict each other, makes the claim implausible. "
-            + DEFINITIONS)
+            "more than three times outside it, or two goodputs that contradict each other, makes the claim implausible.")
         controls = (self.lever, self.before, self.after, self.gpus, self.params, *self.pins.values())
         for control in controls:
             control.observe(lambda _change: self.explain(), names="value")
         self.claim: model.Claim | None = None
         self.widget = W.VBox([W.HBox([self.lever, self.gpus, self.params]), W.HBox([self.before, self.after]),
-                              W.HBox(list(self.pins.values())), self.headline, self.table, self.note])
+                              W.HBox(list(self.pins.values())), self.headline, self.table, self.note, definitions_note()])
         self.explain()
 
     def pinned(self) -> model.Pins:
