@@ -199,3 +199,18 @@ def test_more_replica_groups_cost_memory_and_a_cross_group_all_reduce():
     assert 0 < many.step_overhead_share < 0.05 and many.fits
     hidden = in_job_costs.replica_group_costs(405e9, 16_384, 64, 6.0, 50e9, hidden_share=1.0)
     assert hidden.step_overhead_share == 0
+
+
+def test_more_groups_pay_a_cross_group_all_reduce_in_the_at_scale_model():
+    """At Llama 3's scale (405B, ~6 s steps, 50 GB/s a GPU) with a 60 s timeout: 64 groups fall below 8 or 16."""
+    step = 6 * 405e9 * 16e6 / (16_384 * 400e12)
+    goodput = {}
+    for groups in (8, 16, 64):
+        config = dataclasses.replace(llama3_in_job(groups), collective_timeout_s=60.0)
+        model, costs = in_job.with_group_costs(config, 405e9, step, 50e9)
+        goodput[groups] = model.goodput
+        assert model.goodput < in_job.predict(config).goodput and costs.fits
+        rows = {r["cost"]: r["share"] for r in in_job.cost_rows(model)}
+        assert rows["per-step overhead"] == pytest.approx(model.overhead_share)
+        assert rows["detection stall (collective timeout)"] > rows["missing groups: relaunch (degraded)"]
+    assert goodput[64] < min(goodput[8], goodput[16])
