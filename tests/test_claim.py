@@ -263,3 +263,12 @@ def test_the_command_takes_pins_and_prints_ettr(cli, cli_env):
     assert data["reading"].startswith("asynchronous saves")
     want = C.explain("async", 0.88, 0.94, 2048, 13.0, pins=C.Pins(save_s=90, restart_s=600, detect_s=30)).to_dict()
     assert data["reasons"] == want["reasons"] and data["plausible"] == want["plausible"]
+
+
+@pytest.mark.parametrize("tau,delta,lag,r,m", GRID)
+def test_the_claims_ettr_is_the_restart_models(tau, delta, lag, r, m):
+    from goodputlab.theory.jit import restart_goodput
+
+    model = restart_goodput(tau, delta, r, m, durable_lag_s=lag)
+    assert C.ettr(tau, delta, lag, r, m) == pytest.approx(model.ettr, rel=1e-12)
+    assert C.goodput(tau, delta, lag, r, m) == pytest.approx(model.goodput, rel=1e-12)
