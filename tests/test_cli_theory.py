@@ -51,7 +51,8 @@ def one_error_line(r) -> str:
 def test_optimal_json_has_the_inputs_and_every_optimum(capsys):
     assert cli_theory.main(["optimal", "--save-s", "60", "--mtbf-s", "10000", "--restart-s", "30", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["inputs"] == {"save_s": 60.0, "mtbf_s": 10000.0, "restart_s": 30.0}
+    assert data["inputs"] == {"save_s": 60.0, "mtbf_s": 10000.0, "restart_s": 30.0, "queue_s": 0.0}
+    assert set(data["definitions"]) == {"goodput", "ettr"}
     young = data["optima"]["young"]
     assert young["interval_s"] == pytest.approx(theory.young_interval(60, 10000))
     assert young["daly_goodput"] == pytest.approx(theory.daly_goodput(young["interval_s"], 60, 30, 10000))
@@ -72,11 +73,26 @@ def test_optimal_warns_when_a_save_costs_more_than_the_mtbf(capsys):
     assert capsys.readouterr().err == ""
 
 
-def test_optimal_explains_its_two_goodput_columns(capsys):
+def test_optimal_explains_its_goodput_and_ettr_columns(capsys):
     assert cli_theory.main(["optimal", "--save-s", "60", "--mtbf-s", "10000"]) == 0
     out = capsys.readouterr().out
-    assert "first-order goodput: 1 - save/interval - (interval/2 + restart)/MTBF" in out
-    assert "Daly goodput: Daly's (2006) complete model" in out
+    assert "first order: goodput 1 - save/interval - (interval/2 + restart)/MTBF" in out
+    assert "Daly: Daly's (2006) complete model" in out
+    assert "ETTR: effective training time ratio" in out and "goodput: productive compute" in out
+    header = next(line for line in out.splitlines() if "interval" in line and "ETTR" in line)
+    assert "goodput" in header  # both, side by side
+
+
+def test_optimal_prints_ettr_beside_goodput_and_takes_a_queue(capsys):
+    """Llama 3's rate with a 60 s save: no interval reaches 90% goodput, but ETTR does."""
+    assert cli_theory.main(["optimal", "--save-s", "60", "--mtbf-s", str(theory.llama3_mtbf_s()), "--json"]) == 0
+    numeric = json.loads(capsys.readouterr().out)["optima"]["numeric"]
+    assert numeric["daly_goodput"] < 0.90 < numeric["daly_ettr"]
+    assert cli_theory.main(["optimal", "--save-s", "60", "--mtbf-s", "10000", "--queue-s", "1000", "--json"]) == 0
+    queued = json.loads(capsys.readouterr().out)["optima"]["numeric"]
+    assert queued["daly_goodput"] == pytest.approx(theory.daly_goodput(queued["interval_s"], 60, 0, 10000) / 1.1)
+    assert queued["first_order_ettr"] == pytest.approx(
+        theory.first_order_ettr(queued["interval_s"], 0, 10000, queue_s=1000, save_s=60))
 
 
 @pytest.mark.parametrize(
@@ -120,7 +136,7 @@ def test_help_shows_units_and_examples(capsys, monkeypatch):
     assert "--save-s SECONDS" in optimal_help and "--mtbf-s SECONDS" in optimal_help and "examples:" in optimal_help
 
 
-@pytest.mark.parametrize("examples, count", [(cli_theory.OPTIMAL_EXAMPLES, 2), (cli_theory.SIMULATE_EXAMPLES, 4)])
+@pytest.mark.parametrize("examples, count", [(cli_theory.OPTIMAL_EXAMPLES, 2), (cli_theory.SIMULATE_EXAMPLES, 5)])
 def test_every_example_in_help_runs(examples, count, capsys):
     commands = re.findall(r"^  goodputlab (.*?(?:\\\n.*?)*)$", examples, re.M)
     assert len(commands) == count
@@ -175,3 +191,32 @@ def test_the_readme_simulate_example_gives_466_interruptions(capsys):
     config = theory.SimConfig(**data["config"])
     assert config.expected_failures == pytest.approx(theory.LLAMA3_INTERRUPTIONS, abs=0.1)
     assert data["interruptions_mean"] == pytest.approx(theory.LLAMA3_INTERRUPTIONS, abs=3)  # 1,000 trials: s.e. 0.7
+
+
+def test_simulate_takes_the_parameters_papers_use(capsys):
+    """A rate per 1,000 node-days, a per-job part, a queue and just-in-time checkpoints; ETTR beside goodput."""
+    args = ["simulate", "--devices", "1024", "--node-failures-per-1000-days", "6.5", "--job-failures-per-day", "0.5",
+            "--days", "20", "--interval-min", "30", "--save-s", "60", "--restart-s", "300", "--queue-s", "600",
+            "--jit-share", "0.8", "--jit-save-s", "20", "--step-s", "6", "--trials", "40"]
+    assert cli_theory.main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    config = data["config"]
+    assert config["device_mtbf_s"] == pytest.approx(1000 * 86400 * 8 / 6.5)
+    assert config["job_failure_rate_per_s"] == pytest.approx(0.5 / 86400)
+    assert (config["queue_s"], config["jit_share"], config["jit_save_s"], config["step_s"]) == (600.0, 0.8, 20.0, 6.0)
+    assert data["ettr_mean"] > data["goodput_mean"] and data["queue_s_mean"] > 0
+    assert data["closed_form"]["goodput"] == pytest.approx(data["goodput_mean"], abs=0.01)
+    assert cli_theory.main(args) == 0
+    out = capsys.readouterr().out
+    assert "ETTR           mean" in out and "goodput        mean" in out and "ETTR: effective training time ratio" in out
+    assert "per 1,000 node-days" in out and "a queue of 600 s" in out and "just-in-time checkpoints cover 80%" in out
+
+
+def test_simulate_in_job_stall_and_overhead(capsys):
+    args = ["simulate", "--devices", "1024", "--device-mtbf-h", "20000", "--days", "10", "--interval-min", "30",
+            "--save-s", "60", "--restart-s", "300", "--recovery", "in-job", "--heal-s", "60", "--replica-groups", "4",
+            "--collective-timeout-s", "60", "--step-overhead", "0.02", "--trials", "40"]
+    assert cli_theory.main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["buckets"]["other"] > 0 and data["buckets"]["straggler_wait"] > 0
+    assert data["closed_form"]["ettr"] is None and data["closed_form"]["goodput"] == pytest.approx(data["goodput_mean"], abs=0.01)

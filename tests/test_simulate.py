@@ -37,7 +37,7 @@ def llama3(**overrides):
 
 
 SUMMARY_KEYS = {"config", "goodput_mean", "goodput_stderr", "goodput_p5", "goodput_p95", "interruptions_mean",
-                "job_restarts_mean", "devices_lost_mean", "buckets"}
+                "job_restarts_mean", "devices_lost_mean", "buckets", "ettr_mean", "queue_s_mean"}
 
 
 def assert_closes(result):
@@ -384,7 +384,9 @@ CLI_ARGS = ["simulate", "--devices", "16384", "--device-mtbf-h", "45565", "--day
 def test_cli_simulate_json(capsys):
     assert cli_theory.main(CLI_ARGS + ["--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert set(data) == SUMMARY_KEYS
+    assert set(data) == SUMMARY_KEYS | {"closed_form", "definitions"}  # the result, its closed form, what each means
+    assert data["ettr_mean"] >= data["goodput_mean"] and set(data["definitions"]) == {"goodput", "ettr"}
+    assert data["closed_form"]["goodput"] == pytest.approx(data["goodput_mean"], abs=0.01)
     assert sum(data["buckets"].values()) == pytest.approx(54 * DAY, rel=1e-6)
     assert data["goodput_mean"] > 0.9
 

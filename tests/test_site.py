@@ -326,13 +326,18 @@ def _claim_state(page) -> tuple[dict, dict]:
     )
 
 
+#: the claim page's pins (theory.claim.Pins), blank for the chapter's defaults
+PINS = ("storage_gbps", "save_s", "restart_s", "detect_s")
+
+
 def _assert_claim(controls: dict, shown: dict) -> None:
     from goodputlab.errors import ConfigError
     from goodputlab.theory import claim as model
 
     try:
+        pins = model.Pins(**{k: float(controls[k]) for k in PINS if controls.get(k, "") != ""})
         want = model.explain(controls["lever"], float(controls["before_pct"]) / 100, float(controls["after_pct"]) / 100,
-                             int(controls["gpus"]), float(controls["model_params_b"]))
+                             int(controls["gpus"]), float(controls["model_params_b"]), pins=pins)
     except ConfigError:
         assert shown["plausible"] == "error" and "cannot be read" in shown["verdict"], (controls, shown)
         return
@@ -357,13 +362,17 @@ def test_claim_explainer_follows_its_controls(width, served, browser):
     v.page.wait_for_function("() => Number(document.body.dataset.ready) >= 1", timeout=30_000)
     controls, shown = _claim_state(v.page)
     defaults = dict(site_claim.CLAIM.defaults)
-    assert {k: val if k == "lever" else float(val) for k, val in controls.items()} == defaults, controls
+    claim_inputs = {k: val for k, val in controls.items() if k in defaults}
+    assert {k: val if k == "lever" else float(val) for k, val in claim_inputs.items()} == defaults, controls
+    assert {k: val for k, val in controls.items() if k not in defaults} == dict.fromkeys(PINS, ""), controls  # blank
     _assert_claim(controls, shown)
     verdicts = {shown["plausible"]}
-    # plausible (hot spares), a storage below its range (async), no storage at all (async from 60%), a restart
-    # that would have to be negative, and a claim refused (after below before)
+    # plausible (hot spares), no storage at all (async from 60%), a restart that cannot reach the claim (the bound
+    # instead of a negative time), pins (a restart, then a save the memory lever checks the claim against), and a
+    # claim refused (after below before)
     moves = [("lever", "hot-spare"), ("lever", "async"), ("gpus", "16384"), ("before_pct", "60"), ("lever", "interval"),
-             ("after_pct", "99"), ("lever", "restart"), ("model_params_b", "405"), ("after_pct", "50")]
+             ("after_pct", "99"), ("lever", "restart"), ("model_params_b", "405"), ("restart_s", "900"),
+             ("lever", "memory"), ("save_s", "60"), ("after_pct", "50")]
     for name, value in moves:
         ready = int(v.page.evaluate("() => Number(document.body.dataset.ready)"))
         control = v.page.locator(f"#controls [name='{name}']")

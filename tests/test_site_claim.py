@@ -42,6 +42,17 @@ def _cases() -> list[tuple]:
     return cases
 
 
+# claims with what the reader pinned (claim.Pins): a pin that replaces a default, and one on the very setting a
+# lever solves for (the storage of the saves levers, the cold restart of hot spares), agreeing or contradicting
+PINNED = [
+    ("memory", 0.85, 0.95, 8192, 70.0, {"save_s": 42.0}), ("memory", 0.85, 0.95, 8192, 70.0, {"storage_gbps": 1000.0}),
+    ("async", 0.88, 0.94, 2048, 13.0, {"save_s": 90.0}), ("hot-spare", 0.80, 0.95, 2048, 70.0, {"restart_s": 600.0}),
+    ("restart", 0.85, 0.93, 16384, 70.0, {"restart_s": 900.0, "detect_s": 30.0, "save_s": 20.0}),
+    ("detection", 0.85, 0.90, 4096, 70.0, {"detect_s": 1800.0}), ("interval", 0.6, 0.9, 16384, 405.0, {"storage_gbps": 500.0}),
+]
+REFUSED_PINS = [("memory", 0.85, 0.95, 8192, 70.0, {"save_s": 5.0, "storage_gbps": 10.0}),
+                ("restart", 0.85, 0.93, 8192, 70.0, {"restart_s": -1.0}), ("async", 0.8, 0.9, 64, 7.0, {"save_s": 0.0})]
+
 # inputs explain() refuses: the page must refuse them too
 REFUSED = [("memory", 0.9, 0.9, 8192, 70.0), ("memory", 0.95, 0.85, 8192, 70.0), ("async", 0.0, 0.9, 8192, 70.0),
            ("async", 0.5, 1.0, 8192, 70.0), ("restart", 0.5, 0.9, 0, 70.0), ("restart", 0.5, 0.9, 8192, 0.0),
@@ -62,6 +73,31 @@ def _close(page: float, python: float, what: str) -> None:
         f"{what}: the page computes {page!r}, goodputlab.theory.claim {python!r}"
 
 
+def _compare(case, page, want) -> None:
+    """One claim: the page's explanation against the Python's, value by value and text by text."""
+    assert "error" not in page, f"{case}: the page refused it: {page['error']}"
+    for part in ("implied", "assumed", "ettr"):
+        assert set(page[part]) == set(want[part]), f"{case} {part}: {sorted(page[part])} against {sorted(want[part])}"
+        for key, value in want[part].items():
+            _close(page[part][key], value, f"{case} {part}.{key}")
+    assert page["reading"] == want["reading"] and page["pinned"] == want["pinned"], case
+
+
+def test_page_explains_pinned_claims_as_the_python_does(claim_js):
+    got = claim_js.evaluate("([cases, K]) => cases.map(c => ClaimModel.explain(...c.slice(0, 5), K, c[5]))",
+                            [PINNED + REFUSED_PINS, site_claim.constants()])
+    for case, page in zip(PINNED, got[: len(PINNED)]):
+        want = model.explain(*case[:5], pins=model.Pins(**case[5])).to_dict()
+        _compare(case, page, want)
+        assert page["plausible"] == want["plausible"] and page["reasons"] == want["reasons"], case
+        assert page["notes"] == want["notes"], case
+    assert any("contradict" in " ".join(p["reasons"]) for p in got[: len(PINNED)])
+    for case, page in zip(REFUSED_PINS, got[len(PINNED):]):
+        with pytest.raises(ConfigError):
+            model.Pins(**case[5])
+        assert "error" in page, f"{case}: Pins refuses it, the page explained it"
+
+
 def test_page_explains_every_claim_as_the_python_does(claim_js):
     cases = _cases()
     got = claim_js.evaluate("([cases, K]) => cases.map(c => ClaimModel.explain(...c, K))",
@@ -69,6 +105,7 @@ def test_page_explains_every_claim_as_the_python_does(claim_js):
     verdicts = set()
     for case, page in zip(cases, got[: len(cases)]):
         want = model.explain(*case).to_dict()
+        _compare(case, page, want)
         assert "error" not in page, f"{case}: the page refused it: {page['error']}"
         for part in ("implied", "assumed"):
             assert set(page[part]) == set(want[part]), f"{case} {part}: {sorted(page[part])} against {sorted(want[part])}"

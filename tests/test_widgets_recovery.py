@@ -57,3 +57,9 @@ def test_policy_panel():
     assert s["progress"] == pytest.approx(0.582, abs=0.02) and s["timer"] == pytest.approx(0.632, abs=0.02)
     rows = chart_rows(p.chart.chart)
     assert sum(1 for r in rows if r.get("x") == pytest.approx(1.0)) >= 4  # two simulated, two marks
+
+
+def test_the_panel_prints_ettr_beside_goodput(panel):
+    f = panel.figures()
+    assert f["ettr"] >= f["goodput"] and "ETTR" in panel.headline.value
+    assert any("<summary>goodput and ETTR</summary>" in str(getattr(w, "value", "")) for w in panel.widget.children)

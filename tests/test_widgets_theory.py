@@ -128,3 +128,19 @@ def test_checkpoint_calculator():
     calc.save_s.value = 0.0  # free saves: no interval to compute, only restarts are lost
     r = calc.compute()
     assert r["daly_s"] == 0 and r["goodput"] == pytest.approx(math.exp(-600 / mtbf))
+
+
+def test_the_panels_print_ettr_beside_goodput_with_its_definition(cluster):
+    f = cluster.figures()
+    assert f["ettr"] >= f["goodput"] and f["daly_ettr"] >= f["daly_goodput"]
+    assert "ETTR" in cluster.headline.value and "ETTR" in cluster.facts.value
+    interval = IntervalPanel(simulate_trials=10, simulated_days=10.0)
+    interval.save_s.value = 60.0
+    g = interval.update()
+    assert g["daly_ettr"] == pytest.approx(theory.daly_ettr(g["interval_s"], 60.0, g["restart_s"], g["mtbf_s"]))
+    assert g["daly_ettr"] > g["daly"] and "ETTR" in interval.headline.value
+    calc = CheckpointCalculator()
+    r = calc.compute()
+    assert r["ettr"] > r["goodput"] and "ETTR at Daly's interval" in calc.output.value
+    for panel in (cluster, interval, calc):
+        assert any("<summary>goodput and ETTR</summary>" in str(getattr(w, "value", "")) for w in panel.widget.children)

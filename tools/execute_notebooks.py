@@ -165,6 +165,9 @@ def caption(meta: dict, kind: str) -> str:
     m = meta["machine"]
     where = f"{m['cpu_cores']} CPU cores, " + (f"a {m['gpu']} GPU" if m["gpu"] else "no GPU") + f", PyTorch {m['torch']}"
     day = dt.date.fromisoformat(meta["date"]).strftime("%-d %B %Y")
+    if kind == "page":  # back matter (book/reproductions.ipynb): arithmetic on published figures, no runs
+        return (f"*The values on this page were computed on {day} ({where}) from the parameters each row states: "
+                "nothing here is measured or drawn at random, so a re-run gives the same numbers.*")
     if meta["run"] == "full":
         run = f"The outputs in this {kind} come from a full-size run on {day} ({where}, {meta['seconds']:.0f} s in all)."
     else:
@@ -232,7 +235,7 @@ def execute(path: Path, write: bool = True, full: bool = False, info: dict | Non
     meta = {"run": "full" if full else "smoke", "date": dt.date.today().isoformat(),
             "machine": info or machine(), "seconds": round(elapsed, 1)}
     nb.metadata["goodputlab"] = meta
-    kind = "lab" if "labs" in path.parts else "chapter"
+    kind = "lab" if "labs" in path.parts else "chapter" if re.match(r"\d\d_", path.name) else "page"
     set_caption(nb, caption(meta, kind))
     nbformat.write(nb, path)
     return elapsed

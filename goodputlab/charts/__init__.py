@@ -12,8 +12,8 @@ places that run no kernel. The run charts (:func:`timeline`, :func:`breakdown`,
 from __future__ import annotations
 
 from . import (
-    capstone, checkpoints, cluster, durability, efficiency, figures, in_job, pipeline, recovery, restarts, runs, scaling,
-    serving, theory,
+    capstone, checkpoints, cluster, durability, efficiency, figures, in_job, pipeline, recovery, reproductions, restarts,
+    runs, scaling, serving, theory,
 )
 from .base import CATEGORY_SCALE, save_png, setup_notebook
 from .runs import breakdown, loss_curve, timeline
@@ -31,6 +31,7 @@ __all__ = [
     "loss_curve",
     "pipeline",
     "recovery",
+    "reproductions",
     "runs",
     "save_png",
     "scaling",

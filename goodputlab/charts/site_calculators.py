@@ -27,7 +27,7 @@ from .. import theory
 from ..theory import data_stall
 from ..theory.capstone import LLAMA3_GPU_MTBF_YEARS, SECONDS_PER_YEAR
 from . import vega_formulas as vf
-from .site_capstone import CAPSTONE
+from .site_capstone import CAPSTONE, DEFINITIONS_HTML
 from .site_claim import CLAIM
 from .site_claim import write_page as write_claim_page
 from .site_recorded import write_page as write_recorded_page
@@ -107,6 +107,9 @@ INTERVAL = Calculator(
         Signal("daly_goodput", lambda r: vf.daly_goodput(r["interval_s"], r["save_s"], r["restart_s"], r["mtbf_s"]),
                lambda v: theory.daly_goodput(v["interval_s"], v["save_s"], v["restart_s"], v["mtbf_s"]),
                "goodput at this interval (Daly, exact for Poisson failures)", "share"),
+        Signal("daly_ettr", lambda r: vf.daly_ettr(r["interval_s"], r["save_s"], r["restart_s"], r["mtbf_s"]),
+               lambda v: theory.daly_ettr(v["interval_s"], v["save_s"], v["restart_s"], v["mtbf_s"]),
+               "ETTR at this interval (Daly: a save counts as training)", "share"),
         Signal("first_order", lambda r: vf.expected_goodput(r["interval_s"], r["save_s"], r["restart_s"], r["mtbf_s"]),
                lambda v: theory.expected_goodput(v["interval_s"], v["save_s"], v["restart_s"], v["mtbf_s"]),
                "goodput, first order", "share"),
@@ -127,7 +130,8 @@ INTERVAL = Calculator(
     chart=_interval_chart,
     note=("The formulas are <code>goodputlab.theory</code>'s closed forms (Young 1974, Daly 2006, the renewal "
           "argument), evaluated by Vega in this page; a test holds them to the Python package to 1e-9. "
-          "The notebook also simulates a long job at your interval (Monte Carlo), which needs a kernel."),
+          "The notebook also simulates a long job at your interval (Monte Carlo), which needs a kernel. "
+          + DEFINITIONS_HTML),
 )
 
 
@@ -202,13 +206,18 @@ CLUSTER = Calculator(
                lambda v: (theory.daly_goodput(v["daly_s"], v["save_s"], v["restart_s"], v["job_mtbf_s"])
                           if v["daly_s"] > 0 else math.exp(-v["restart_s"] / v["job_mtbf_s"])),
                "goodput at Daly's interval", "share"),
+        Signal("ettr", lambda r: vf.ettr_at_daly(r["save_s"], r["restart_s"], r["job_mtbf_s"]),
+               lambda v: (theory.daly_ettr(v["daly_s"], v["save_s"], v["restart_s"], v["job_mtbf_s"])
+                          if v["daly_s"] > 0 else math.exp(-v["restart_s"] / v["job_mtbf_s"])),
+               "ETTR at Daly's interval (a save counts as training)", "share"),
         Signal("device_hours_lost_per_day", lambda r: f"(1 - {r['goodput']}) * 24 * {r['devices']}",
                lambda v: (1.0 - v["goodput"]) * 24.0 * int(v["devices"]), "device-hours lost per day", "count"),
     ),
     chart=_cluster_chart,
     note=("Closed forms of <code>goodputlab.theory.cluster</code> and <code>closed_forms</code>, evaluated by Vega "
           "in this page (a test holds them to the Python package to 1e-9). The notebook's panel also simulates "
-          "the whole job (Monte Carlo, failures in Llama 3's proportions of causes), which needs a kernel."),
+          "the whole job (Monte Carlo, failures in Llama 3's proportions of causes), which needs a kernel. "
+          + DEFINITIONS_HTML),
 )
 
 # --- chapter 5: how deep must my pipeline be ----------------------------------------------------

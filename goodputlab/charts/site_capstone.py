@@ -33,6 +33,7 @@ from typing import Callable, Mapping
 
 from ..errors import ConfigError
 from ..theory import capstone as cap
+from ..theory.frame import DEFINITIONS
 from ..theory.checkpoint_cost import bytes_per_parameter
 from ..theory.checkpoint_tiers import node_loss_share
 from ..theory.units import SECONDS_PER_DAY
@@ -387,6 +388,11 @@ def model(inputs: Mapping[str, object]) -> dict[str, float]:
     }
 
 
+#: What goodput and ETTR mean, one click away under every calculator that prints both (a ``<details>``).
+DEFINITIONS_HTML = ("<details><summary>goodput and ETTR</summary><b>goodput</b>: " + DEFINITIONS["goodput"]
+                    + ". <b>ETTR</b>: " + DEFINITIONS["ettr"] + ".</details>")
+
+
 class CapstoneCalculator:
     """Chapter 10's panel as a page: the same attributes as :class:`~goodputlab.charts.site_pages.Calculator`."""
 
@@ -405,7 +411,7 @@ class CapstoneCalculator:
             "here), its best point refined by golden-section steps to 1e-6, then rounded to whole steps. A test holds "
             "every number to the Python package (goodput and ETTR to 1e-9; the interval to the search's 1e-6 and one step). "
             "Nothing here is simulated. The notebook's panel adds the data stall, MFU and price, and the lab's "
-            "measured ratios beside the cluster's, which need a kernel.")
+            "measured ratios beside the cluster's, which need a kernel. " + DEFINITIONS_HTML)
     sliders = SLIDERS
     signals = OUTPUTS
     extra = None  # every output is a row of its Vega dataset: no page script (site_pages.Extra)

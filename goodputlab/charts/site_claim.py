@@ -1,8 +1,10 @@
 """The claim explainer on the website: chapter 10's :class:`~goodputlab.widgets.ClaimPanel`, with no kernel.
 
-A reader picks the lever, the goodput before and after, the GPUs and the model size, and the page
-shows what must be true (the job's MTBF and the lever's setting), each value against its published
-range, and the verdict, as :func:`goodputlab.theory.claim.explain` gives them.
+A reader picks the lever, the goodput before and after, the GPUs and the model size, and may pin what
+they know (the storage or the save, the restart, the detection); the page shows how it reads the
+lever, what must be true (the job's MTBF and the lever's setting), each value against its published
+range, the two goodputs read as ETTR, and the verdict, as :func:`goodputlab.theory.claim.explain`
+gives them.
 
 Why JavaScript and not Vega expressions, as the other calculators: ``explain`` nests bisections (the
 ``async`` and ``memory`` levers bisect over the storage bandwidth, each step bisects over the MTBF,
@@ -59,6 +61,8 @@ def constants() -> dict:
         "checkpoint_bytes_per_parameter": bytes_per_parameter().checkpoint,
         "what": model.WHAT,
         "labels": model.LABELS,
+        "reading": model.READING,
+        "consistency": model.CONSISTENCY,
     }
 
 
@@ -74,12 +78,17 @@ numbers, so it pins two unknowns of chapter 10's model: how often the job failed
 changed. This page finds both and holds each against the range published for it.</p>
 <form id="controls" onsubmit="return false"></form>
 <p id="verdict" class="verdict"></p>
+<p id="reading" class="note"></p>
+<p id="ettr"></p>
 <table id="outputs"></table>
 <ul id="checks"></ul>
 <ul id="reasons"></ul>
 <p class="note">What a claim leaves unsaid is the chapter's defaults: a 90 s detection, a 5-minute restart,
-Llama 3's storage bandwidth per GPU, a 70B model in mixed precision with Adam. An implied value more than
-{model.TOLERANCE:g} times outside its published range makes the claim implausible. The model is
+Llama 3's storage bandwidth per GPU, a 70B model in mixed precision with Adam; pin what you know instead
+(blank: the default). Each published range runs from the slowest published cluster to the fastest; an
+implied value more than {model.TOLERANCE:g} times outside it, or two goodputs that contradict each other,
+makes the claim implausible. <b>Goodput</b> is productive compute over the wall time; <b>ETTR</b>, Meta's
+effective training time ratio, counts a save as training time, as papers such as Llama 3 report it. The model is
 <code>goodputlab.theory.claim</code>, run in your browser as JavaScript (a test holds it to the Python
 package to 1e-9): no server, no kernel, nothing downloaded. Back to <a href="../{page.chapter}.html">{title}</a>.</p>"""
     return html_page(page.title, SCRIPTS, "claim-config", config, page.chapter, chapter_title, body)

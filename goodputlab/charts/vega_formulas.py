@@ -68,6 +68,15 @@ def daly_goodput(interval_s: str, save_s: str, restart_s: str, mtbf_s: str) -> s
     return f"({exponent} > 700 ? 0 : {t} / ({m} * exp({r} / {m}) * {expm1(f'({t} + {d}) / {m}')}))"
 
 
+def daly_ettr(interval_s: str, save_s: str, restart_s: str, mtbf_s: str) -> str:
+    """:func:`goodputlab.theory.daly_ettr`: Daly's goodput times ``(tau + delta + M (e^(delta/M) - 1 - delta/M)) / tau``
+    (every save counted as training, even one a failure cut short); 0 where the save's exponent passes 700."""
+    t, d, m = _p(interval_s), _p(save_s), _p(mtbf_s)
+    x = f"({d} / {m})"
+    cut = f"({m} * ({expm1(x)} - {x}))"
+    return f"({x} >= 700 ? 0 : {daly_goodput(interval_s, save_s, restart_s, mtbf_s)} * ({t} + {d} + {cut}) / {t})"
+
+
 def exact_goodput_free(interval_s: str, mtbf_s: str) -> str:
     """:func:`goodputlab.theory.exact_goodput_free`: ``x / (e^x - 1)`` with ``x = tau / M``."""
     x = f"({_p(interval_s)} / {_p(mtbf_s)})"
@@ -82,6 +91,12 @@ def goodput_at_daly(save_s: str, restart_s: str, mtbf_s: str) -> str:
     """
     tau = daly_interval(save_s, mtbf_s)
     return f"({tau} > 0 ? {daly_goodput(tau, save_s, restart_s, mtbf_s)} : exp(-{_p(restart_s)} / {_p(mtbf_s)}))"
+
+
+def ettr_at_daly(save_s: str, restart_s: str, mtbf_s: str) -> str:
+    """The effective training time ratio at Daly's interval (:func:`daly_ettr`), or ``exp(-R/M)`` with free saves."""
+    tau = daly_interval(save_s, mtbf_s)
+    return f"({tau} > 0 ? {daly_ettr(tau, save_s, restart_s, mtbf_s)} : exp(-{_p(restart_s)} / {_p(mtbf_s)}))"
 
 
 # --- chapter 2: clusters (goodputlab.theory.cluster) ---------------------------------------------

@@ -141,7 +141,6 @@ def check_claim_storage(answer_mbps: Any, lever: str = CLAIM["lever"], before: f
     claim = claims.explain(lever, before, after, gpus)
     implied = claim.implied
     expected = implied["storage_per_gpu_mbps"]
-    published = claims.RANGES["storage_per_gpu_mbps"]
     if as_written(value, expected, 0.02):
         return CheckResult(name, True, f"{value:.3g} MB/s per GPU ({implied['storage_gbps']:.3g} GB/s for all {gpus:,}): "
                                        f"the claim's 'before' needs storage that slow to lose that much to saves")
@@ -149,8 +148,6 @@ def check_claim_storage(answer_mbps: Any, lever: str = CLAIM["lever"], before: f
         (implied["storage_gbps"], "that is the whole cluster's bandwidth in GB/s; the question asks per GPU, in MB/s"),
         (1000 * implied["storage_gbps"], f"that is the whole cluster's bandwidth; divide by its {gpus:,} GPUs"),
         (expected / 1000, "that looks like GB/s per GPU: give MB/s"),
-        (published.low, "that is the low end of the published range, what real clusters have; the question is what the claim needs"),
-        (published.high, "that is the high end of the published range; the question is what the claim needs"),
         (implied["save_s"], "that is the implied synchronous save, in seconds, not a bandwidth"),
     ], 0.02)
     return CheckResult(name, False, mistake or f"{value:g} MB/s per GPU is {direction(value, expected)}: read "

@@ -2,8 +2,9 @@
 
 A torchft run's books by hand (the job's ``degraded`` seconds from each replica's), the share of the
 time a replica group is away at Llama 3's rate, the closed form's goodput of in-job recovery, the
-progress of a degraded step (AdaScale's gain, chapter 8), and the fewest replica groups with which
-the simulated job never restarts as a whole. Every check runs in milliseconds: the run is a recording
+progress of a degraded step at torchft's fixed learning rate (McCandlish et al.'s model, chapter 8;
+:func:`goodputlab.theory.in_job_costs.degraded_step_progress`), and the fewest replica groups with
+which the simulated job never restarts as a whole. Every check runs in milliseconds: the run is a recording
 (or a run the lab made), the rest theory.
 """
 
@@ -13,7 +14,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from ..categories import DEGRADED
-from ..theory import in_job
+from ..theory import in_job, in_job_costs
 from ..theory.cluster import LLAMA3_DURATION_S, LLAMA3_GPUS, LLAMA3_INTERRUPTIONS, device_mtbf_for_count
 from ..theory.sim_config import SimConfig
 from .checks import CheckResult, as_number, as_share, as_whole, check, diagnose, direction, near
@@ -98,28 +99,35 @@ def check_in_job_goodput(answer: Any, groups: int = 8) -> CheckResult:
     return CheckResult(name, False, mistake or f"{value:.5f} is {direction(value, expected)}")
 
 
-def degraded_gain(noise_ratio: float, survivors: int, groups: int) -> float:
-    """AdaScale's gain of a step on ``survivors`` of ``groups`` groups' batch, with the gradient noise scale
-    ``noise_ratio`` times the full batch: the full steps of progress that one degraded step makes."""
-    m0 = 1.0
-    m = survivors / groups * m0
-    b = noise_ratio * m0
-    return m / m0 * (b + m0) / (b + m)
+def degraded_gain(noise_ratio: float, survivors: int, groups: int, learning_rate: str = "fixed") -> float:
+    """The full steps of progress one step on ``survivors`` of ``groups`` groups' batch makes, the gradient
+    noise scale ``noise_ratio`` times the full batch.
+
+    ``learning_rate="fixed"`` (torchft: the gradients averaged over the groups that took part, the learning
+    rate kept): ``2 - (1 + B_noise/B) / (1 + B_noise/B0)``; ``"retuned"``: the step at its own batch's best
+    learning rate, AdaScale's gain ``(B/B0)(B_noise + B0)/(B_noise + B)``
+    (:func:`goodputlab.theory.in_job_costs.degraded_step_progress`)."""
+    return 1.0 - in_job_costs.degraded_steps_cost(1.0, survivors, groups, noise_ratio, learning_rate)
 
 
-@check("a degraded step's progress", "AdaScale's gain (M / M0)(B + M0)/(B + M): the full steps of progress one degraded step makes")
-def check_degraded_gain(answer: Any, noise_ratio: float = 1.0, survivors: int = 1, groups: int = 2) -> CheckResult:
-    """Exercise 4: the progress of a step on ``survivors`` of ``groups`` groups, in full steps (a share)."""
+@check("a degraded step's progress", "at the full batch's learning rate, 2 - (1 + B_noise/B)/(1 + B_noise/B0) full steps "
+       "(McCandlish et al.'s model): torchft keeps the learning rate")
+def check_degraded_gain(answer: Any, noise_ratio: float = 2.0, survivors: int = 1, groups: int = 2) -> CheckResult:
+    """Exercise 4: the progress of a step on ``survivors`` of ``groups`` groups at torchft's fixed learning rate,
+    in full steps."""
     name = check_degraded_gain.check_name
     value = as_number(answer, "full steps of progress")
     expected = degraded_gain(noise_ratio, survivors, groups)
     small = survivors / groups
     if near(value, expected, 0.005):
-        return CheckResult(name, True, f"{value:.3f} of a full step, more than the batch ratio {small:g}: "
-                                       "each sample of a smaller batch teaches more when the gradient is noisy")
+        words = "less" if expected < small else "more"
+        return CheckResult(name, True, f"{value:.3f} of a full step, {words} than the batch ratio {small:g}: at the full "
+                                       "batch's learning rate the smaller batch's noisier gradient costs progress")
     mistake = diagnose(value, [
-        (small, "that is the batch ratio M / M0: true only when the gradient is all noise; use the noise scale"),
-        ((noise_ratio + 1) / (noise_ratio + small), "that is the statistical efficiency per sample; multiply by M / M0 for a step"),
+        (degraded_gain(noise_ratio, survivors, groups, "retuned"),
+         "that is AdaScale's gain, the step at its own batch's best learning rate; torchft keeps the full batch's rate"),
+        (small, "that is the batch ratio B / B0: true only when the learning rate is tuned for it and the gradient is "
+                "all noise; use the noise scale"),
         (1 - expected, "that is what the step loses; the question asks for the progress it makes"),
     ], 0.005)
     return CheckResult(name, False, mistake or f"{value:.3f} is {direction(value, expected)}")

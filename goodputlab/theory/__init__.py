@@ -35,7 +35,14 @@ Reached as namespaces (``gl.theory.renewal.periodic_goodput``), their names not 
   bandwidth: the save and restore cost of a real model;
 - :mod:`~goodputlab.theory.capstone`: every lever in one model of a cluster;
 - :mod:`~goodputlab.theory.claim`: a claim about goodput inverted ("lever X took us from B to A
-  on N GPUs"): the failure rate and the setting it implies, against published ranges.
+  on N GPUs"): the failure rate and the setting it implies, against published ranges;
+- :mod:`~goodputlab.theory.failure_rates`: failure rates as papers give them (per 1,000
+  node-days; a per-job and a per-device part) and fits to measured job MTTFs;
+- :mod:`~goodputlab.theory.jit`: just-in-time checkpoints and a queue after each failure, the
+  restart model's exact goodput and ETTR;
+- :mod:`~goodputlab.theory.in_job_costs`: a degraded step's worth at torchft's fixed learning
+  rate, the collective timeout's stall, the cost of more replica groups;
+- :mod:`~goodputlab.theory.reproductions`: published figures reproduced, row by row.
 
 Everything is importable from here (``from goodputlab import theory;
 theory.young_interval(60, 10_000)``). Only numpy is imported, never torch, and
@@ -46,14 +53,17 @@ set real runs beside these models.
 from __future__ import annotations
 
 from . import (
-    capstone, checkpoint_cost, checkpoint_tiers, claim, data_stall, frame, in_job, recovery_at_scale, renewal, scaling,
+    capstone, checkpoint_cost, checkpoint_tiers, claim, data_stall, failure_rates, frame, in_job, in_job_costs, jit,
+    recovery_at_scale, renewal, reproductions, scaling,
 )
 from .closed_forms import (
+    daly_ettr,
     daly_expected_wall_time,
     daly_goodput,
     daly_interval,
     exact_goodput_free,
     expected_goodput,
+    first_order_ettr,
     optimal_interval_numeric,
     young_interval,
 )
@@ -115,6 +125,7 @@ __all__ = [
     "compact_duration",
     "data_stall",
     "scaling",
+    "daly_ettr",
     "daly_expected_wall_time",
     "daly_goodput",
     "daly_interval",
@@ -122,9 +133,13 @@ __all__ = [
     "exact_goodput_free",
     "expected_failures",
     "expected_goodput",
+    "failure_rates",
+    "first_order_ettr",
     "frame",
     "human_duration",
     "in_job",
+    "in_job_costs",
+    "jit",
     "llama3_cause_table",
     "grid_reach",
     "llama3_cost_grid",
@@ -136,6 +151,7 @@ __all__ = [
     "predict_run_goodput",
     "recovery_at_scale",
     "renewal",
+    "reproductions",
     "replay_run",
     "simulate",
     "sweep_replica_groups",

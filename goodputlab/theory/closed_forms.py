@@ -125,6 +125,7 @@ def expected_goodput(
     restart_s: float,
     mtbf_s: float,
     data_stall_fraction: float = 0.0,
+    queue_s: float = 0.0,
 ) -> float:
     """First-order expected goodput (a share in [0, 1]) of a checkpointed job.
 
@@ -170,15 +171,19 @@ def expected_goodput(
 
     Arguments are seconds: ``interval_s`` (tau > 0), ``save_s`` (delta >= 0),
     ``restart_s`` (R >= 0), ``mtbf_s`` (M > 0); ``data_stall_fraction`` is a
-    share in [0, 1).
+    share in [0, 1). ``queue_s`` (q >= 0) is the time the job waits to be
+    scheduled again after each failure (Kokolis et al.'s ``q``): no failure
+    strikes a job in a queue, so it stretches the wall time by ``1 + q/M``
+    (``M`` counts only the running time) and divides the goodput by it.
     """
     validate.seconds("interval_s", interval_s, positive=True)
     validate.seconds("save_s", save_s)
     validate.seconds("restart_s", restart_s)
     validate.seconds("mtbf_s", mtbf_s, positive=True)
     validate.share("data_stall_fraction", data_stall_fraction)
+    validate.seconds("queue_s", queue_s)
     waste = save_s / interval_s + (interval_s / 2.0 + restart_s) / mtbf_s
-    return (1.0 - data_stall_fraction) * max(0.0, 1.0 - waste)
+    return (1.0 - data_stall_fraction) * max(0.0, 1.0 - waste) / (1.0 + queue_s / mtbf_s)
 
 
 def daly_expected_wall_time(
@@ -187,6 +192,7 @@ def daly_expected_wall_time(
     save_s: float,
     restart_s: float,
     mtbf_s: float,
+    queue_s: float = 0.0,
 ) -> float:
     """Expected wall time (seconds) to finish ``work_s`` seconds of compute (Daly 2006).
 
@@ -200,32 +206,42 @@ def daly_expected_wall_time(
     complete one segment: ``(M + M(exp(R/M) - 1)) * (exp((tau+delta)/M) - 1)``,
     the standard renewal argument. ``T_s / tau`` need not be an integer (the
     last, partial segment is costed like a full one; negligible for long jobs).
+
+    ``queue_s`` (q): after every failure the job waits ``q`` seconds to be
+    scheduled again, and no failure strikes it there. The running time above
+    sees ``T_wall / M`` failures, so the queue adds ``q / M`` of it::
+
+        T_wall(q) = T_wall(0) * (1 + q/M)
     """
     validate.seconds("work_s", work_s)
     validate.seconds("interval_s", interval_s, positive=True)
     validate.seconds("save_s", save_s)
     validate.seconds("restart_s", restart_s)
     validate.seconds("mtbf_s", mtbf_s, positive=True)
+    validate.seconds("queue_s", queue_s)
     exponent = restart_s / mtbf_s + (interval_s + save_s) / mtbf_s
     if exponent > 700:  # exp() would overflow: the job practically never finishes
         return math.inf if work_s > 0 else 0.0
     per_segment = mtbf_s * math.exp(restart_s / mtbf_s) * math.expm1((interval_s + save_s) / mtbf_s)
-    return per_segment * work_s / interval_s
+    return per_segment * work_s / interval_s * (1.0 + queue_s / mtbf_s)
 
 
 def daly_goodput(
-    interval_s: float, save_s: float, restart_s: float, mtbf_s: float, data_stall_fraction: float = 0.0
+    interval_s: float, save_s: float, restart_s: float, mtbf_s: float, data_stall_fraction: float = 0.0,
+    queue_s: float = 0.0,
 ) -> float:
     """Goodput (share of wall time) under Daly's complete model: ``T_s / T_wall``.
 
-    ``goodput = tau / (M * exp(R/M) * (exp((tau + delta)/M) - 1))``, all in
-    seconds; see :func:`daly_expected_wall_time`. With ``delta = R = 0`` this is
+    ``goodput = tau / (M * exp(R/M) * (exp((tau + delta)/M) - 1) * (1 + q/M))``, all in
+    seconds; see :func:`daly_expected_wall_time` (``q``: ``queue_s``, the wait to be
+    scheduled again after each failure). With ``delta = R = q = 0`` this is
     exactly :func:`exact_goodput_free`. ``data_stall_fraction`` (a share in
     [0, 1)) of the compute time spent waiting for input scales it by
     ``1 - data_stall_fraction``, as in :func:`expected_goodput`.
     """
     validate.share("data_stall_fraction", data_stall_fraction)
-    return (1.0 - data_stall_fraction) * (1.0 / daly_expected_wall_time(1.0, interval_s, save_s, restart_s, mtbf_s))
+    wall = daly_expected_wall_time(1.0, interval_s, save_s, restart_s, mtbf_s, queue_s)
+    return (1.0 - data_stall_fraction) * (1.0 / wall)
 
 
 def exact_goodput_free(interval_s: float, mtbf_s: float) -> float:
@@ -245,3 +261,56 @@ def exact_goodput_free(interval_s: float, mtbf_s: float) -> float:
     if x > 700:  # expm1 would overflow; the goodput is below 1e-300
         return 0.0
     return x / math.expm1(x)
+
+
+# ---------------------------------------------------------------------------
+# effective training time ratio (Meta's ETTR): the same jobs, saves counted as training
+
+
+def first_order_ettr(interval_s: float, restart_s: float, mtbf_s: float, queue_s: float = 0.0, save_s: float = 0.0) -> float:
+    """Kokolis et al.'s first-order expected ETTR (HPCA 2025, section IV), a share in [0, 1].
+
+    ETTR is productive running time over the wall clock, queue included, where
+    the unproductive time is the work redone after a failure and the
+    (re)initialisation; a blocking save counts as training time. Per failure
+    (``1/M`` per second of running time) the job loses half a checkpoint
+    interval of wall time and the restart ``u0`` (``restart_s``), and waits
+    ``q`` (``queue_s``) in the queue, where no failure strikes it::
+
+        E[ETTR] = (1 - (dt/2 + u0) / M) / (1 + q / M),   dt = tau + delta
+
+    ``dt`` is the wall time from one checkpoint to the next (``interval_s`` of
+    compute and ``save_s`` of save). With a free save it is exactly
+    :func:`expected_goodput`. Clamped at 0, as that is.
+    """
+    validate.seconds("interval_s", interval_s, positive=True)
+    validate.seconds("save_s", save_s)
+    validate.seconds("restart_s", restart_s)
+    validate.seconds("mtbf_s", mtbf_s, positive=True)
+    validate.seconds("queue_s", queue_s)
+    lost = ((interval_s + save_s) / 2.0 + restart_s) / mtbf_s
+    return max(0.0, 1.0 - lost) / (1.0 + queue_s / mtbf_s)
+
+
+def daly_ettr(interval_s: float, save_s: float, restart_s: float, mtbf_s: float, queue_s: float = 0.0) -> float:
+    """The effective training time ratio of Daly's complete model (exact for Poisson failures), a share.
+
+    The ledger's reading (:func:`goodputlab.theory.frame.effective_training_time_ratio`):
+    everything but the lost work, the restarts (queue included) and the restores is
+    training time, saves included, even a save that a failure cut short. Per
+    completed segment of ``c = tau + delta`` the job keeps ``c``; its failed tries
+    add the time they spent saving: a try that fails at ``t < c`` was saving for
+    ``max(0, t - tau)``, which over the ``e^{c/M} - 1`` failed tries per segment
+    sums to ``M (e^{delta/M} - 1 - delta/M)``. So::
+
+        ETTR = goodput * (tau + delta + M (e^{delta/M} - 1 - delta/M)) / tau
+
+    with :func:`daly_goodput`'s goodput (the same ``queue_s``). It is at least the
+    goodput, with equality for free saves.
+    """
+    goodput = daly_goodput(interval_s, save_s, restart_s, mtbf_s, queue_s=queue_s)
+    x = save_s / mtbf_s
+    cut_saves = mtbf_s * (math.expm1(x) - x) if x < 700 else math.inf
+    if math.isinf(cut_saves):
+        return 0.0
+    return goodput * (interval_s + save_s + cut_saves) / interval_s

@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from .. import validate
-from ..categories import CATEGORIES, CHECKPOINT_RESTORE, LOST_WORK, PRODUCTIVE, RESTART, STARTUP
+from ..categories import CATEGORIES, CHECKPOINT_RESTORE, DEGRADED, LOST_WORK, PRODUCTIVE, RESTART, STARTUP
 
 #: Peak dense BF16 throughput of one NVIDIA H100 SXM (FLOP/s), the denominator of Llama 3's MFU.
 H100_BF16_PEAK_FLOPS = 989e12
@@ -44,6 +44,14 @@ LLAMA3_405B_THROUGHPUT = (
     (16_384, 400.0, 0.41),
     (16_384, 380.0, 0.38),  # with 16-way context parallelism, 131,072-token sequences
 )
+
+#: What the two readings of a cluster's time mean, wherever the book prints them side by side (the command
+#: line's tables and ``--json``, the chapters' panels, the website's calculators).
+DEFINITIONS = {
+    "goodput": "productive compute over the wall time: saves, restarts, restores, lost work and queueing are waste",
+    "ettr": "effective training time ratio (Meta; Kokolis et al. 2025): the wall time less the lost work, restarts, "
+            "queueing and restores, over the wall time; a save counts as training. What papers such as Llama 3 report",
+}
 
 #: The three senses of "goodput" and where the book treats each.
 SENSES = (
@@ -89,17 +97,20 @@ def runtime_goodput(buckets: Mapping[str, float]) -> float:
 def effective_training_time_ratio(buckets: Mapping[str, float], queue_s: float = 0.0) -> float:
     """Meta's ETTR read off a ledger: time not lost to failures and (re)initialisation, over wall + queue.
 
-    ``(wall - lost_work - restart - checkpoint_restore - startup) / (wall + queue_s)``:
+    ``(wall - lost_work - restart - checkpoint_restore - startup - degraded) / (wall + queue_s)``:
     the work redone after a failure, detecting it and restarting, reloading the
-    checkpoint and the first launch are unproductive; saves, data waits and
-    bookkeeping between steps count as training time, as they do in a job's
-    own step log. At least :func:`runtime_goodput` when ``queue_s`` is 0.
+    checkpoint and the first launch are unproductive, and so is a missing replica
+    group's share while it relaunches (``degraded``, in-job recovery's restart);
+    saves, data waits and bookkeeping between steps count as training time, as
+    they do in a job's own step log. At least :func:`runtime_goodput` when
+    ``queue_s`` is 0. ``queue_s``: seconds queued that the ledger's wall leaves out
+    (the simulator books its queue inside ``restart``, so pass 0 for its ledgers).
     """
     b = _buckets(buckets)
     validate.seconds("queue_s", queue_s)
     wall = sum(b.values())
     validate.number("wall time", wall, 0, low_open=True, unit="seconds")
-    unproductive = b[LOST_WORK] + b[RESTART] + b[CHECKPOINT_RESTORE] + b[STARTUP]
+    unproductive = b[LOST_WORK] + b[RESTART] + b[CHECKPOINT_RESTORE] + b[STARTUP] + b[DEGRADED]
     return (wall - unproductive) / (wall + queue_s)
 
 
@@ -159,5 +170,5 @@ def ledger_frame(buckets: Mapping[str, float], mfu: float, queue_s: float = 0.0)
         {"metric": "program goodput (~MFU)", "value": mfu, "reads": "useful FLOPs / peak FLOPs during a step"},
         {"metric": "ML Productivity Goodput", "value": ml_productivity_goodput(sched, runtime, mfu), "reads": "the product of the three"},
         {"metric": "effective training time ratio", "value": effective_training_time_ratio(b, queue_s),
-         "reads": "(wall - lost work - restarts - restores - start-up) / (wall + queue)"},
+         "reads": "(wall - lost work - restarts - restores - start-up - degraded) / (wall + queue)"},
     ]

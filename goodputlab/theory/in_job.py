@@ -68,6 +68,14 @@ error falls with the stops: exact in the limit of no stops, and the smaller
 Restart from a checkpoint is ``k* = 1`` (``G = 1``, or ``min_groups = G``): every failure
 stops the job, ``f = 0``, ``E[T] = 1 / lambda``, and the formula is exactly
 :func:`goodputlab.theory.renewal.periodic_goodput` for Poisson failures.
+
+**Two costs every group pays** (:mod:`goodputlab.theory.in_job_costs`), as shares of the training
+time, like a data stall: the *detection stall*, every group waiting in a collective for the dead
+peer's timeout ``d`` after each failure that leaves the job training (``1 - e^{-lambda d}`` of the
+time, booked ``straggler_wait`` as the measured runs book the survivors' wait), and a steady
+*per-step overhead* ``o`` (torchft's quorum and commit, the cross-group all-reduce of more groups;
+booked ``other``). Both multiply the goodput: ``x (1 - stall)(1 - o)``. With one group the
+detection is part of the whole job's restart, and there is no stall term.
 """
 
 from __future__ import annotations
@@ -78,6 +86,7 @@ from dataclasses import dataclass
 
 from .. import validate
 from ..errors import check
+from .in_job_costs import GroupCosts, detection_stall_share, replica_group_costs
 from .renewal import cycle_times
 from .sim_config import SimConfig
 
@@ -105,7 +114,9 @@ class InJobPrediction:
     ``job_restarts``); ``restart_probability``: the share of failures that restart
     the whole job; ``regime``: a key of :data:`REGIMES`; ``error_bound``: a bound on
     how far ``goodput`` can be from the exact expectation (0 where exact, ``nan``
-    where the regime has none: the stationary approximation).
+    where the regime has none: the stationary approximation); ``stall_share`` and
+    ``overhead_share``: the shares of the wall time the detection stall and the per-step
+    overhead take (``straggler_wait`` and ``other`` in the simulator's ledger).
     """
 
     goodput: float
@@ -118,6 +129,8 @@ class InJobPrediction:
     restart_probability: float
     regime: str
     error_bound: float
+    stall_share: float = 0.0
+    overhead_share: float = 0.0
 
 
 def away_share(group_rate_per_s: float, away_s: float) -> float:
@@ -170,6 +183,9 @@ def in_job_goodput(
     groups: int,
     min_groups: int = 1,
     durable_lag_s: float = 0.0,
+    collective_timeout_s: float = 0.0,
+    step_overhead_share: float = 0.0,
+    queue_s: float = 0.0,
 ) -> InJobPrediction:
     """Expected goodput of a long job with in-job recovery (renewal-reward over whole-job stops).
 
@@ -179,16 +195,24 @@ def in_job_goodput(
     checkpoint load after a stop; ``relaunch_s`` and ``heal_s``: a failed group's
     relaunch and its fetch from a peer; ``failure_rate_per_s``: the job's Poisson
     failures, each taking one of ``groups`` replica groups; the job stops below
-    ``min_groups``. Which parts are exact: :data:`REGIMES` and the module's docstring.
+    ``min_groups``. ``collective_timeout_s``: the seconds every group stalls after a failure that
+    leaves the job training (the collective's timeout; torchft's default is 60 s);
+    ``step_overhead_share``: the share of each step's time a steady in-job overhead takes;
+    ``queue_s``: the wait to be scheduled before each whole-job restart (no failure strikes it, and
+    each failure during the restart queues again: ``q e^{lambda c}`` per stop). Which parts are
+    exact: :data:`REGIMES` and the module's docstring.
     """
     tau = validate.seconds("interval_s", interval_s, positive=True)
     blocking = validate.seconds("blocking_s", blocking_s)
     lag = validate.seconds("durable_lag_s", durable_lag_s)
+    queue = validate.seconds("queue_s", queue_s)
     rec = validate.seconds("restart_s", restart_s) + validate.seconds("restore_s", restore_s)
     relaunch, heal = validate.seconds("relaunch_s", relaunch_s), validate.seconds("heal_s", heal_s)
     rate = validate.number("failure_rate_per_s", failure_rate_per_s, 0, low_open=True, unit="failures per second")
     g = validate.whole("groups", groups, 1)
     m = validate.whole("min_groups", min_groups, 1, g)
+    timeout = validate.seconds("collective_timeout_s", collective_timeout_s)
+    overhead = validate.share("step_overhead_share", step_overhead_share)
     away = relaunch + heal
     k_stop = g - m + 1
     group_rate = rate / g
@@ -209,7 +233,8 @@ def in_job_goodput(
         relaunch_part = -math.expm1(-group_rate * relaunch) / q if q > 0 else 0.0
 
     first_cycle, later_cycle = cycle_times(tau, blocking, lag)
-    recovery = math.expm1(rate * rec) / rate  # E[rec]: restarted by every failure during it
+    # E[rec]: restarted by every failure during it, each of which queues again
+    recovery = math.expm1(rate * rec) / rate + queue * math.exp(rate * rec)
     if math.isinf(time_to_stop):  # no stop ever: the survivors' share of the cycle
         kept_per_s, restarts_per_s, cycle_weight, bound = tau / later_cycle, 0.0, 1.0, 0.0
     else:
@@ -230,8 +255,12 @@ def in_job_goodput(
     if regime == "stationary":
         bound = math.nan
     missing_wall = missing * cycle_weight
+    # the failures that leave the job training stall every group for the timeout (none with one group)
+    leaving_training = rate - (0.0 if math.isinf(time_to_stop) else 1.0 / time_to_stop)  # per second of training
+    stall = 0.0 if regime == "restart" else detection_stall_share(leaving_training, timeout)
+    training = (1.0 - missing) * kept_per_s
     return InJobPrediction(
-        goodput=(1.0 - missing) * kept_per_s,
+        goodput=training * (1.0 - stall) * (1.0 - overhead),
         missing_share=missing,
         relaunch_share=missing * relaunch_part,
         degraded_share=missing_wall * relaunch_part,
@@ -241,6 +270,8 @@ def in_job_goodput(
         restart_probability=restarts_per_s / rate,
         regime=regime,
         error_bound=bound,
+        stall_share=training * stall,
+        overhead_share=training * (1.0 - stall) * overhead,
     )
 
 
@@ -267,6 +298,41 @@ def predict(config: SimConfig) -> InJobPrediction:
         failure_rate_per_s=config.failure_rate_per_s,
         groups=config.replica_groups,
         min_groups=config.min_groups,
+        collective_timeout_s=config.collective_timeout_s if in_job else 0.0,
+        step_overhead_share=config.step_overhead_share if in_job else 0.0,
+        queue_s=config.queue_s,
     )
     factor = (1.0 - config.data_stall_fraction) * (1.0 - config.straggler_wait_share)
     return dataclasses.replace(prediction, goodput=prediction.goodput * factor)
+
+
+def cost_rows(prediction: InJobPrediction) -> list[dict]:
+    """What in-job recovery costs, as shares of the wall time: rows ``{cost, share}`` for a table or a chart.
+
+    The missing groups (relaunching, booked ``degraded``, and healing), the detection stall (every group
+    waiting in a collective for a dead peer's timeout) and the steady per-step overhead. At Llama 3's
+    failure rate with eight groups and torchft's 60 s timeout, the stall costs more than the missing groups.
+    """
+    return [
+        {"cost": "missing groups: relaunch (degraded)", "share": prediction.degraded_share},
+        {"cost": "missing groups: heal from a peer", "share": prediction.heal_share},
+        {"cost": "detection stall (collective timeout)", "share": prediction.stall_share},
+        {"cost": "per-step overhead", "share": prediction.overhead_share},
+    ]
+
+
+def with_group_costs(config: SimConfig, parameters: float, step_s: float, network_bps_per_device: float,
+                     **costs: float) -> tuple[InJobPrediction, GroupCosts]:
+    """:func:`predict` for ``config`` with the cost of its replica groups as the per-step overhead.
+
+    More groups shrink each group's shard, so every device holds more of the model's state, and add a
+    cross-group all-reduce to every step (:func:`goodputlab.theory.in_job_costs.replica_group_costs`,
+    ``parameters`` of the model, ``step_s`` seconds of compute a step, ``network_bps_per_device`` bytes
+    per second; ``costs``: its other arguments). Returns the prediction and the costs (``fits``: whether
+    the state fits a device's memory).
+    """
+    groups = replica_group_costs(parameters, config.devices, config.replica_groups, step_s, network_bps_per_device,
+                                 **costs)
+    overhead = 1.0 - (1.0 - config.step_overhead_share) * (1.0 - groups.step_overhead_share)
+    changed = dataclasses.replace(config, step_overhead_share=overhead) if config.recovery == "in-job" else config
+    return predict(changed), groups

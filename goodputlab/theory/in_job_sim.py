@@ -22,6 +22,13 @@ of them. A group taken out:
   the job restarts from that checkpoint as in the restart model (``restart_s`` then
   ``restore_s``, a failure during them starting them again, every group back at once).
 
+The whole job's restarts queue for ``queue_s`` first (no failure strikes the queue; booked
+``restart`` and counted apart). Every failure that leaves the job training stalls every group for
+``collective_timeout_s`` (the collective's timeout that finds the dead peer; stalls of close
+failures overlap), and ``step_overhead_share`` of every step goes to in-job bookkeeping (torchft's
+quorum and commit, the cross-group all-reduce): like a data stall, both are shares of the
+survivors' training (``straggler_wait`` and ``other``), read off the failure times of each period.
+
 Left out, and why it is small: the step in flight when a group fails (torchft discards
 it on the survivors: seconds against minutes of relaunch), the load a heal puts on the
 peer that serves it (torchft serves the state from a copy, off the training stream), and
@@ -52,6 +59,7 @@ from ..categories import (
     DATA_WAIT,
     DEGRADED,
     LOST_WORK,
+    OTHER,
     PRODUCTIVE,
     RESTART,
     STARTUP,
@@ -76,6 +84,7 @@ class InJobTrials:
         self.devices_lost = np.zeros(trials, dtype=np.int64)
         self.cause_counts = np.zeros((trials, len(config.cause_names)), dtype=np.int64)
         self.cause_shares = cause_shares(config)
+        self.queue = np.zeros(trials)  # seconds waiting to be scheduled after whole-job stops (part of restart)
         self.active = np.arange(trials)
         self.period_start = np.zeros(trials)  # where each active trial's next period (a recovery, then training) starts
         self.has_checkpoint = np.zeros(trials, dtype=bool)
@@ -139,15 +148,19 @@ class InJobTrials:
         restart_cost = np.where(first, 0.0, self._relaunch_s(self.interruptions[rows]))
         startup_cost = np.where(first, config.startup_s, 0.0)
         restore_cost = np.where(~first & self.has_checkpoint[rows], config.restore_s, 0.0)
-        recovery = startup_cost + restart_cost + restore_cost
+        queue_cost = np.where(first, 0.0, config.queue_s)  # no failure strikes the queue: the clock starts after it
+        recovery = queue_cost + startup_cost + restart_cost + restore_cost
 
-        times = np.cumsum(failure_gaps(config, rng, (n, columns)), axis=1)  # seconds after the period's start
+        times = queue_cost[:, None] + np.cumsum(failure_gaps(config, rng, (n, columns)), axis=1)  # after the period's start
         hits, devices = self._hits(rng, (n, columns))
         left = config.duration_s - start
         recovery_len = np.minimum(np.minimum(times[:, 0], recovery), left)
-        totals[STARTUP][rows] += np.minimum(recovery_len, startup_cost)
-        totals[RESTART][rows] += np.minimum(recovery_len, restart_cost)
-        totals[CHECKPOINT_RESTORE][rows] += np.clip(recovery_len - startup_cost - restart_cost, 0.0, restore_cost)
+        queued = np.minimum(recovery_len, queue_cost)
+        self.queue[rows] += queued
+        after_queue = recovery_len - queued
+        totals[STARTUP][rows] += np.minimum(after_queue, startup_cost)
+        totals[RESTART][rows] += queued + np.minimum(after_queue, restart_cost)
+        totals[CHECKPOINT_RESTORE][rows] += np.clip(after_queue - startup_cost - restart_cost, 0.0, restore_cost)
 
         end = np.full(n, config.duration_s)
         struck = (times[:, 0] < recovery) & (times[:, 0] < left)  # a failure during the recovery starts it again
@@ -218,8 +231,12 @@ class InJobTrials:
         totals[CHECKPOINT_RESTORE][rows] += missing - relaunch  # the heal: a restore from a peer
         totals[DATA_WAIT][rows] += config.data_stall_fraction * kept_sum
         computing = (1.0 - config.data_stall_fraction) * kept_sum
+        stalled = _stalled_share(x, length, config.collective_timeout_s) * computing  # waiting for a dead peer's timeout
+        overhead = config.step_overhead_share * (computing - stalled)
+        computing = computing - stalled - overhead
         wait = config.straggler_wait_share
-        totals[STRAGGLER_WAIT][rows] += wait * computing
+        totals[STRAGGLER_WAIT][rows] += stalled + wait * computing
+        totals[OTHER][rows] += overhead
         totals[PRODUCTIVE][rows] += (1.0 - wait) * computing
 
         # failures: those before the stop (or the end), and the one that stopped the job
@@ -239,7 +256,19 @@ class InJobTrials:
 
     def result(self) -> SimResult:
         return trial_result(self.config, self.totals, self.interruptions, self.cause_counts,
-                            job_restarts=self.job_restarts, devices_lost=self.devices_lost)
+                            job_restarts=self.job_restarts, devices_lost=self.devices_lost, queue_s=self.queue)
+
+
+def _stalled_share(x: np.ndarray, length: np.ndarray, timeout_s: float) -> np.ndarray:
+    """Per row, the share of ``length`` seconds of training in which some failure (times ``x``, sorted)
+    lies within the last ``timeout_s``: the union of ``[x_i, x_i + timeout_s)``. The failure that
+    stops the job (at ``length``) stalls nothing: the job restarts."""
+    if timeout_s == 0:
+        return np.zeros(length.shape)
+    following = np.concatenate([x[:, 1:], np.full((x.shape[0], 1), math.inf)], axis=1)
+    reach = np.minimum(following, length[:, None]) - x
+    stalled = np.where(x < length[:, None], np.clip(reach, 0.0, timeout_s), 0.0).sum(axis=1)
+    return np.divide(stalled, length, out=np.zeros(length.shape), where=length > 0)
 
 
 def domain_groups(domain: np.ndarray, domain_size: int, group_devices: int, slots: int) -> np.ndarray:

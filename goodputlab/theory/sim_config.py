@@ -1,4 +1,4 @@
-"""What the simulator takes and gives: :class:`SimConfig` (one simulated job) and :class:`SimResult`.
+"""What the simulator takes: :class:`SimConfig`, one simulated job (what it gives, :class:`SimResult`, is re-exported here).
 
 The simulation itself is :func:`goodputlab.theory.simulator.simulate`. Times in seconds.
 """
@@ -6,15 +6,11 @@ The simulation itself is :func:`goodputlab.theory.simulator.simulate`. Times in 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
-import numpy as np
-
 from .. import validate
-from ..categories import CATEGORIES
 from ..errors import check
 
 # Above this many expected failures per trial the event arrays get large and a
@@ -76,6 +72,21 @@ class SimConfig:
     ``min_groups`` groups are left. ``replica_groups=1`` (or ``min_groups =
     replica_groups``) is exactly ``"restart"``.
 
+    Papers' parameters: ``job_failure_rate_per_s`` failures per second that do
+    not grow with the devices (a per-job part beside the per-device rate,
+    :class:`goodputlab.theory.failure_rates.FailureRate`); ``queue_s`` the wait to
+    be scheduled again after each failure that stops the job (Kokolis et al.'s
+    ``q``): booked ``restart``, but no failure strikes it and it is counted apart
+    (``SimResult.queue_s_mean``). Just-in-time checkpoints (restart only,
+    :mod:`goodputlab.theory.jit`): a share ``jit_share`` of failures is followed by
+    a save of ``jit_save_s`` (``checkpoint_save``; no failure strikes it) that
+    keeps every step but the one in flight (uniform over ``step_s``); the rest
+    fall back to the periodic checkpoints. In-job recovery's steady costs:
+    ``collective_timeout_s``, every group stalled in a collective after each
+    failure that leaves the job training (``straggler_wait``), and
+    ``step_overhead_share`` of each step (``other``;
+    :mod:`goodputlab.theory.in_job_costs`).
+
     Failure domains: ``domain_size`` devices (a host, a switch) that a single
     event can take at once, in contiguous blocks; a share ``domain_share`` of
     device losses comes as such events and the rest one device at a time,
@@ -110,6 +121,13 @@ class SimConfig:
     heal_s: float | None = None
     domain_size: int = 1
     domain_share: float = 1.0
+    job_failure_rate_per_s: float = 0.0
+    queue_s: float = 0.0
+    jit_share: float = 0.0
+    jit_save_s: float = 0.0
+    step_s: float = 0.0
+    collective_timeout_s: float = 0.0
+    step_overhead_share: float = 0.0
 
     def __post_init__(self) -> None:
         validate.whole("devices", self.devices, 1)
@@ -141,6 +159,25 @@ class SimConfig:
                        allowed=f"a whole number between 1 and {MAX_TRIALS}")
         validate.whole("seed", self.seed, 0)
         self._check_in_job()
+        self._check_papers_parameters()
+
+    def _check_papers_parameters(self) -> None:
+        """The queue, just-in-time checkpoints and in-job recovery's steady costs."""
+        validate.seconds("queue_s", self.queue_s)
+        validate.share("jit_share", self.jit_share, high_open=False)
+        validate.seconds("jit_save_s", self.jit_save_s)
+        validate.seconds("step_s", self.step_s)
+        check(self.step_s <= self.interval_s, "step_s", self.step_s,
+              f"seconds >= 0 and at most the interval ({self.interval_s:g} s): a step is part of one")
+        check(self.jit_share == 0 or self.recovery == "restart", "jit_share", self.jit_share,
+              "0 with recovery='in-job' (a just-in-time save restarts the whole job)")
+        check(self.jit_share > 0 or self.jit_save_s == 0, "jit_save_s", self.jit_save_s,
+              "0 unless jit_share > 0 (the share of failures a just-in-time save covers)")
+        validate.seconds("collective_timeout_s", self.collective_timeout_s)
+        validate.share("step_overhead_share", self.step_overhead_share)
+        for name in ("collective_timeout_s", "step_overhead_share"):
+            check(getattr(self, name) == 0 or self.recovery == "in-job", name, getattr(self, name),
+                  "0 unless recovery='in-job' (a cost of replica groups that train on)")
 
     def _check_in_job(self) -> None:
         """The in-job recovery fields, and the rules between them."""
@@ -174,6 +211,8 @@ class SimConfig:
               "1 with a cause table (its counts are interruptions already, whatever each took)")
 
     def _check_failure_source(self) -> None:
+        validate.number("job_failure_rate_per_s", self.job_failure_rate_per_s, 0, unit="failures per second",
+                        note="a rate that does not grow with the devices")
         has_mtbf = self.device_mtbf_s is not None
         has_causes = self.failure_causes is not None
         check(
@@ -230,7 +269,12 @@ class SimConfig:
         With failure domains it is the rate of events, each taking one device
         or a whole domain: ``N / M * ((1 - c) + c / d)``
         (:func:`goodputlab.theory.recovery_at_scale.domain_interruption_rate`).
+        ``job_failure_rate_per_s`` adds the part that does not grow with the devices.
         """
+        return self.job_failure_rate_per_s + self._device_failure_rate_per_s
+
+    @property
+    def _device_failure_rate_per_s(self) -> float:
         if self.failure_causes is not None:
             total = float(sum(count for _, count in self.failure_causes))
             per_device = total / (self.causes_reference_devices * self.causes_reference_s)
@@ -242,11 +286,13 @@ class SimConfig:
 
     @property
     def domain_event_share(self) -> float:
-        """Share of failure events that take a whole domain (0 without domains)."""
+        """Share of failure events that take a whole domain (0 without domains; a per-job failure takes one device)."""
         if self.domain_size == 1:
             return 0.0
         c, d = self.domain_share, self.domain_size
-        return (c / d) / ((1.0 - c) + c / d)
+        total = self.failure_rate_per_s
+        domain_events = self._device_failure_rate_per_s * (c / d) / ((1.0 - c) + c / d)
+        return 0.0 if total == 0 else domain_events / total
 
     @property
     def group_devices(self) -> int:
@@ -303,117 +349,4 @@ class SimConfig:
         return [] if self.failure_causes is None else [cause for cause, _ in self.failure_causes]
 
 
-@dataclass
-class SimResult:
-    """Outcome of :func:`simulate`: per-trial arrays and their summaries.
-
-    ``goodput``: productive seconds / ``duration_s`` per trial. ``interruptions``:
-    failures per trial (failure events: one that took a whole domain counts
-    once). ``buckets_per_trial``: seconds per ledger category
-    per trial (each trial's buckets sum to ``duration_s``). ``cause_counts``:
-    failures per cause per trial (empty without a cause table).
-    ``job_restarts``: per trial, the failures that stopped the whole job (every
-    failure with ``recovery="restart"``; with in-job recovery the ones that
-    left fewer than ``min_groups`` groups, or struck while the job restarted).
-    ``devices_lost``: per trial, devices the failures took (more than the
-    failures with failure domains).
-    """
-
-    config: SimConfig
-    goodput: np.ndarray
-    interruptions: np.ndarray
-    buckets_per_trial: dict[str, np.ndarray]
-    cause_counts: dict[str, np.ndarray] = field(default_factory=dict)
-    job_restarts: np.ndarray | None = None
-    devices_lost: np.ndarray | None = None
-
-    def __post_init__(self) -> None:
-        if self.job_restarts is None:  # the restart model: every failure restarts the job
-            self.job_restarts = self.interruptions
-        if self.devices_lost is None:  # one device per failure
-            self.devices_lost = self.interruptions
-
-    @property
-    def goodput_mean(self) -> float:
-        """Mean goodput over trials (a share)."""
-        return float(np.mean(self.goodput))
-
-    @property
-    def goodput_stderr(self) -> float:
-        """Standard error of :attr:`goodput_mean` (sample std / sqrt(trials))."""
-        if len(self.goodput) < 2:
-            return math.nan
-        return float(np.std(self.goodput, ddof=1) / math.sqrt(len(self.goodput)))
-
-    @property
-    def goodput_p5(self) -> float:
-        """5th percentile of goodput over trials (a bad run)."""
-        return float(np.percentile(self.goodput, 5))
-
-    @property
-    def goodput_p95(self) -> float:
-        """95th percentile of goodput over trials (a lucky run)."""
-        return float(np.percentile(self.goodput, 95))
-
-    @property
-    def interruptions_mean(self) -> float:
-        """Mean number of failures per trial."""
-        return float(np.mean(self.interruptions))
-
-    @property
-    def job_restarts_mean(self) -> float:
-        """Mean number of whole-job restarts per trial."""
-        return float(np.mean(self.job_restarts))
-
-    @property
-    def devices_lost_mean(self) -> float:
-        """Mean number of devices lost per trial."""
-        return float(np.mean(self.devices_lost))
-
-    @property
-    def buckets(self) -> dict[str, float]:
-        """Mean seconds per ledger category, in ``CATEGORIES`` order; sums to ``duration_s``."""
-        return {c: float(np.mean(self.buckets_per_trial[c])) for c in CATEGORIES}
-
-    @property
-    def causes_mean(self) -> dict[str, float]:
-        """Mean failures per trial for each cause in the table (empty without one)."""
-        return {cause: float(np.mean(counts)) for cause, counts in self.cause_counts.items()}
-
-    def breakdown_rows(self, run: str = "simulated") -> list[dict]:
-        """Tidy rows for a chart: one per category with ``run``, ``category``,
-        ``seconds``, ``hours`` and ``share`` (of the wall time)."""
-        duration = self.config.duration_s
-        return [
-            {"run": run, "category": c, "seconds": s, "hours": s / 3600.0, "share": s / duration}
-            for c, s in self.buckets.items()
-        ]
-
-    def cause_rows(self) -> list[dict]:
-        """Tidy rows for a chart: one per cause with ``cause``, ``failures_mean`` and ``share``."""
-        means = self.causes_mean
-        total = sum(means.values())
-        return [
-            {"cause": cause, "failures_mean": m, "share": (m / total if total else 0.0)}
-            for cause, m in means.items()
-        ]
-
-    def to_dict(self) -> dict:
-        """Summary as plain Python: ``config`` (the simulated job, :meth:`SimConfig.to_dict`),
-        ``goodput_mean, goodput_stderr, goodput_p5, goodput_p95, interruptions_mean,
-        job_restarts_mean, devices_lost_mean, buckets`` (mean seconds per category)."""
-        return {
-            "config": self.config.to_dict(),
-            "goodput_mean": self.goodput_mean,
-            "goodput_stderr": None if math.isnan(self.goodput_stderr) else self.goodput_stderr,
-            "goodput_p5": self.goodput_p5,
-            "goodput_p95": self.goodput_p95,
-            "interruptions_mean": self.interruptions_mean,
-            "job_restarts_mean": self.job_restarts_mean,
-            "devices_lost_mean": self.devices_lost_mean,
-            "buckets": self.buckets,
-        }
-
-    def to_json(self, indent: int | None = None) -> str:
-        """:meth:`to_dict` as a JSON string."""
-        return json.dumps(self.to_dict(), indent=indent)
+from .sim_result import SimResult  # noqa: E402  (re-exported: SimConfig and SimResult are imported together)

@@ -27,6 +27,14 @@ The job's timeline, all times in seconds of wall clock::
   (``save_blocking_s < save_s``) blocks for ``save_blocking_s`` (taking a
   snapshot), then persists in the background for ``save_s``; it is durable
   only then, and the next save waits for it if it is still running.
+- A queue (``queue_s``): after each failure the job waits to be scheduled
+  again; no failure strikes it there (the failure clock stands still), and the
+  wait is booked ``restart`` and counted apart (``SimResult.queue_s``).
+- Just-in-time checkpoints (``jit_share``, ``jit_save_s``, ``step_s``,
+  :mod:`goodputlab.theory.jit`): a covered failure is followed (after the queue)
+  by a save of ``jit_save_s`` that no failure strikes, booked
+  ``checkpoint_save``; it keeps every step but the one in flight (a uniform
+  share of ``step_s``), and the job restores from it.
 - Failure domains (``domain_size``, ``domain_share``): an event may take a
   whole domain of devices at once; the job stops once per event, so it sees
   fewer, larger interruptions
@@ -144,10 +152,12 @@ def sweep_replica_groups(config: SimConfig, groups: Sequence[int]) -> list[SimRe
     """Simulate ``config`` once restarting from checkpoints and once per replica-group count.
 
     Returns the results in order: the restart model first (``recovery="restart"``,
-    one group), then in-job recovery with each of ``groups`` (the settings of
-    ``config`` otherwise, its ``heal_s`` and ``min_groups`` included; the same seed).
+    one group, without in-job recovery's stall and overhead), then in-job recovery with
+    each of ``groups`` (the settings of ``config`` otherwise, its ``heal_s``, ``min_groups``,
+    ``collective_timeout_s`` and ``step_overhead_share`` included; the same seed).
     """
-    restart = dataclasses.replace(config, recovery="restart", replica_groups=1, min_groups=1, heal_s=None)
+    restart = dataclasses.replace(config, recovery="restart", replica_groups=1, min_groups=1, heal_s=None,
+                                  collective_timeout_s=0.0, step_overhead_share=0.0)  # costs of groups that train on
     results = [simulate(restart)]
     for g in groups:
         results.append(simulate(dataclasses.replace(config, recovery="in-job", replica_groups=g)))
@@ -158,7 +168,7 @@ def sweep_rows(results: Sequence[SimResult]) -> list[dict]:
     """Tidy rows of :func:`sweep_replica_groups`'s results, one per simulated job.
 
     Each row: ``recovery``, ``replica_groups``, ``label`` (``"restart"`` or ``"G groups"``),
-    ``goodput_mean``, ``goodput_stderr``, ``goodput_p5``, ``goodput_p95``,
+    ``goodput_mean``, ``goodput_stderr``, ``goodput_p5``, ``goodput_p95``, ``ettr_mean``,
     ``interruptions_mean``, ``job_restarts_mean``, and the mean share of the wall time
     of every ledger category (``share_<category>``).
     """
@@ -173,6 +183,7 @@ def sweep_rows(results: Sequence[SimResult]) -> list[dict]:
             "goodput_stderr": r.goodput_stderr,
             "goodput_p5": r.goodput_p5,
             "goodput_p95": r.goodput_p95,
+            "ettr_mean": r.ettr_mean,
             "interruptions_mean": r.interruptions_mean,
             "job_restarts_mean": r.job_restarts_mean,
         }
@@ -186,6 +197,10 @@ class _UpPeriods(NamedTuple):
 
     ends: np.ndarray  # where each period ends (a failure, or beyond the job's end)
     failed: np.ndarray  # the period ended in a failure before the job's end
+    covered: np.ndarray  # its failure is covered by a just-in-time save
+    in_flight: np.ndarray  # the compute of the step in flight at its failure (lost even when covered)
+    queue: np.ndarray  # waiting to be scheduled at its start (no failure strikes it)
+    jit_save: np.ndarray  # the just-in-time save at its start, after the queue (no failure strikes it)
     startup: np.ndarray
     restart: np.ndarray
     restore: np.ndarray
@@ -198,35 +213,53 @@ def _up_periods(config: SimConfig, trials: _Trials, rng: np.random.Generator, co
     active, duration = trials.active, config.duration_s
     n = active.size
     gaps = failure_gaps(config, rng, (n, columns))
-    ends = trials.period_start[active, None] + np.cumsum(gaps, axis=1)
+    index = trials.periods_done + np.arange(columns)  # period 0 starts with startup, the rest with a restart
+    is_first = index == 0
+    # A just-in-time save covers a share of the failures; draws only when it is on, so a job
+    # without one draws exactly what it always did.
+    covered = np.zeros((n, columns), dtype=bool)
+    in_flight = np.zeros((n, columns))
+    if config.jit_share > 0:
+        covered = rng.random((n, columns)) < config.jit_share
+        if config.step_s > 0:
+            in_flight = rng.random((n, columns)) * config.step_s
+    covered_before = np.concatenate([trials.last_covered[active, None], covered[:, :-1]], axis=1)
+    queue_cost = np.where(is_first, 0.0, config.queue_s)
+    jit_cost = np.where(~is_first & covered_before, config.jit_save_s, 0.0)
+    ahead = queue_cost + jit_cost  # before the restart, and no failure strikes it
+    ends = trials.period_start[active, None] + np.cumsum(ahead + gaps, axis=1)
     # Each period starts where the previous one ended, so the lengths
     # telescope exactly to the wall time (ledger closure).
     starts = np.concatenate([trials.period_start[active, None], ends[:, :-1]], axis=1)
     failed = ends < duration
     length = np.maximum(np.minimum(ends, duration) - starts, 0.0)
 
-    index = trials.periods_done + np.arange(columns)  # period 0 starts with startup, the rest with a restart
-    is_first = index == 0
     restart_cost = np.where(is_first, 0.0, trials.restart_at(index))
     startup_cost = np.where(is_first, config.startup_s, 0.0)
 
-    # Restore only once a durable checkpoint exists. Until the first one,
-    # recovery is restart only, so whether a period reaches its first
-    # durable checkpoint can be read off before restores are known.
-    train_without_restore = np.maximum(length - restart_cost - startup_cost, 0.0)
-    makes_checkpoint = train_without_restore >= trials.first_durable_at
+    # Restore only once a durable checkpoint exists (a periodic one, or a
+    # just-in-time save). Until the first one, recovery is restart only, so
+    # whether a period reaches its first durable checkpoint can be read off
+    # before restores are known.
+    train_without_restore = np.maximum(length - ahead - restart_cost - startup_cost, 0.0)
+    makes_checkpoint = (train_without_restore >= trials.first_durable_at) | (failed & covered)
     ever = np.logical_or.accumulate(makes_checkpoint, axis=1)
     checkpoint_before = np.concatenate([np.zeros((n, 1), dtype=bool), ever[:, :-1]], axis=1)
     checkpoint_before |= trials.has_checkpoint[active, None]
     restore_cost = np.where(checkpoint_before & ~is_first, config.restore_s, 0.0)
+    recovering = length - ahead
 
     return _UpPeriods(
         ends=ends,
         failed=failed,
+        covered=failed & covered,
+        in_flight=in_flight,
+        queue=np.minimum(length, queue_cost),
+        jit_save=np.clip(length - queue_cost, 0.0, jit_cost),
         startup=np.minimum(length, startup_cost),
-        restart=np.minimum(length, restart_cost),
-        restore=np.clip(length - restart_cost, 0.0, restore_cost),
-        train=np.maximum(length - startup_cost - restart_cost - restore_cost, 0.0),
+        restart=np.clip(recovering, 0.0, restart_cost),
+        restore=np.clip(recovering - restart_cost, 0.0, restore_cost),
+        train=np.maximum(recovering - startup_cost - restart_cost - restore_cost, 0.0),
         ever=ever,
     )
 
@@ -247,6 +280,8 @@ class _Trials:
         self.active = np.arange(trials)  # trials whose wall clock has not reached duration
         self.period_start = np.zeros(trials)  # where each active trial's next up period starts
         self.has_checkpoint = np.zeros(trials, dtype=bool)  # a durable checkpoint exists
+        self.last_covered = np.zeros(trials, dtype=bool)  # the last failure was covered by a just-in-time save
+        self.queue = np.zeros(trials)  # seconds waiting to be scheduled (part of restart)
         self.periods_done = 0  # up periods booked so far; the same for every active trial
         self.restart_at = _restart_schedule(config)
         first_cycle, _, durable_lag = cycle_shape(config)
@@ -256,14 +291,15 @@ class _Trials:
         """Book a chunk of up periods into the totals and move the active trials on."""
         config, rows = self.config, self.active  # the trials this chunk's rows belong to
         compute, durable = compute_and_durable(p.train, config)
-        # A failure rolls back to the last durable checkpoint; at the job's end
-        # nothing is rolled back, so all compute counts.
-        kept = np.where(p.failed, durable, compute)
+        # A failure rolls back to the last durable checkpoint, or with a just-in-time
+        # save to the step in flight; at the job's end nothing is rolled back.
+        kept = np.where(p.failed, np.where(p.covered, np.maximum(compute - p.in_flight, 0.0), durable), compute)
         totals = self.totals
         totals[STARTUP][rows] += p.startup.sum(axis=1)
-        totals[RESTART][rows] += p.restart.sum(axis=1)
+        totals[RESTART][rows] += (p.queue + p.restart).sum(axis=1)
+        self.queue[rows] += p.queue.sum(axis=1)
         totals[CHECKPOINT_RESTORE][rows] += p.restore.sum(axis=1)
-        totals[CHECKPOINT_SAVE][rows] += (p.train - compute).sum(axis=1)
+        totals[CHECKPOINT_SAVE][rows] += (p.train - compute + p.jit_save).sum(axis=1)
         totals[LOST_WORK][rows] += (compute - kept).sum(axis=1)
         kept_sum = kept.sum(axis=1)
         totals[DATA_WAIT][rows] += config.data_stall_fraction * kept_sum
@@ -282,6 +318,7 @@ class _Trials:
         self.devices_lost[rows] += self._devices_taken(p.failed, rng)
 
         self.has_checkpoint[rows] |= p.ever[:, -1]
+        self.last_covered[rows] = p.covered[:, -1]
         self.period_start[rows] = p.ends[:, -1]
         self.periods_done += p.ends.shape[1]
         self.active = rows[p.ends[:, -1] < config.duration_s]
@@ -302,4 +339,5 @@ class _Trials:
         return np.where(failed, np.where(takes_domain, config.domain_size, 1), 0).sum(axis=1)
 
     def result(self) -> SimResult:
-        return trial_result(self.config, self.totals, self.interruptions, self.cause_counts, devices_lost=self.devices_lost)
+        return trial_result(self.config, self.totals, self.interruptions, self.cause_counts, devices_lost=self.devices_lost,
+                            queue_s=self.queue)

@@ -16,7 +16,7 @@ import ipywidgets as W
 from ..charts import capstone as capstone_charts
 from ..errors import ConfigError
 from ..theory import capstone, human_duration
-from .common import big_number, chart_widget, set_big_number, show_panel
+from .common import big_number, chart_widget, definitions_note, set_big_number, show_panel
 from .layout import float_slider, log_slider
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="...").properties(width=520, height=40)
@@ -72,7 +72,7 @@ class CapstonePanel:
         self.widget = W.VBox([
             self.strategy,
             W.HBox([W.VBox(self.controls[:6]), W.VBox(self.controls[6:-1])]),  # the last control is the strategy, above
-            self.headline, self.facts, self.status, self.curve_chart, self.breakdown_chart,
+            self.headline, self.facts, definitions_note(), self.status, self.curve_chart, self.breakdown_chart,
             *([self.ratio_chart] if lab else []),
         ])
         self.compute()

@@ -283,3 +283,11 @@ class RunControls:
         self.progress.value = min(self.progress.max, result.summary["steps_completed"])
         self.note.value = f"<i>{nearest.describe()}</i>"
         return result.config, result
+
+
+def definitions_note() -> W.HTML:
+    """What goodput and ETTR mean, one click away under a panel that prints both (:data:`goodputlab.theory.frame.DEFINITIONS`)."""
+    from ..theory.frame import DEFINITIONS
+
+    return W.HTML(value="<details style='color:#555;font-size:0.92em;max-width:560px'><summary>goodput and ETTR</summary>"
+                        f"<b>goodput</b>: {DEFINITIONS['goodput']}. <b>ETTR</b>: {DEFINITIONS['ettr']}.</details>")

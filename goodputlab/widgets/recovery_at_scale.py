@@ -18,7 +18,7 @@ from ..charts import recovery as recovery_charts
 from ..charts import theory as theory_charts
 from ..errors import ConfigError
 from ..theory import SimConfig, SimResult, recovery_at_scale, renewal, simulate
-from .common import big_number, chart_widget, set_big_number, show_panel
+from .common import big_number, chart_widget, definitions_note, set_big_number, show_panel
 from .layout import float_slider, log_slider
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="simulating...").properties(width=520, height=40)
@@ -65,7 +65,7 @@ class RecoveryPanel:
             control.observe(lambda _change: self.simulate_once(), names="value")
         self.widget = W.VBox([
             W.HBox([W.VBox(self.controls[:4]), W.VBox(self.controls[4:])]),
-            self.headline, self.facts, self.status, self.breakdown_chart, self.lever_chart,
+            self.headline, self.facts, definitions_note(), self.status, self.breakdown_chart, self.lever_chart,
         ])
         self.simulate_once()
 
@@ -130,6 +130,7 @@ class RecoveryPanel:
         return {
             "goodput": r.goodput_mean,
             "goodput_p5": r.goodput_p5,
+            "ettr": r.ettr_mean,
             "closed_form": self.closed_form(c),
             "baseline_goodput": self.baseline.goodput_mean,
             "interruptions": r.interruptions_mean,
@@ -162,7 +163,7 @@ class RecoveryPanel:
             return
         f = self.figures()
         set_big_number(self.headline, "simulated goodput", f"{f['goodput']:.1%}",
-                       f"(closed form {f['closed_form']:.1%}; baseline {f['baseline_goodput']:.1%})")
+                       f"(closed form {f['closed_form']:.1%}; baseline {f['baseline_goodput']:.1%}); ETTR {f['ettr']:.1%}")
         self.facts.value = (
             f"{f['interruptions']:,.0f} interruptions in 54 days (expected {f['expected_interruptions']:,.0f}),"
             f" {f['devices_per_interruption']:.2g} devices lost per interruption;"

@@ -19,7 +19,7 @@ from ..charts import cluster as cluster_charts
 from ..charts import theory as theory_charts
 from ..errors import ConfigError
 from ..theory import SimConfig, SimResult, simulate
-from .common import big_number, chart_widget, set_big_number, show_panel
+from .common import big_number, chart_widget, definitions_note, set_big_number, show_panel
 from .layout import choice_slider, log_slider
 
 _EMPTY = alt.Chart(alt.InlineData(values=[{}])).mark_text(text="simulating...").properties(width=520, height=40)
@@ -85,6 +85,7 @@ class ClusterPanel:
                 W.HBox([W.VBox(self.controls[:3]), W.VBox(self.controls[3:])]),
                 self.headline,
                 self.facts,
+                definitions_note(),
                 self.status,
                 self.mtbf_chart,
                 self.breakdown_chart,
@@ -144,7 +145,9 @@ class ClusterPanel:
             "goodput": r.goodput_mean,
             "goodput_p5": r.goodput_p5,
             "goodput_p95": r.goodput_p95,
+            "ettr": r.ettr_mean,
             "daly_goodput": theory.daly_goodput(c.interval_s, c.save_s, c.restart_s, c.job_mtbf_s),
+            "daly_ettr": theory.daly_ettr(c.interval_s, c.save_s, c.restart_s, c.job_mtbf_s),
         }
 
     def redraw(self) -> None:
@@ -155,13 +158,14 @@ class ClusterPanel:
             self.headline,
             "simulated goodput",
             f"{f['goodput']:.1%}",
-            f"(5th-95th percentile of {self.result.config.trials} runs: {f['goodput_p5']:.1%}-{f['goodput_p95']:.1%})",
+            f"(5th-95th percentile of {self.result.config.trials} runs: {f['goodput_p5']:.1%}-{f['goodput_p95']:.1%}); "
+            f"ETTR {f['ettr']:.1%}",
         )
         self.facts.value = (
             f"{f['devices']:,} devices: one failure every <b>{theory.human_duration(f['job_mtbf_h'] * 3600)}</b>"
             f" ({f['failures_per_day']:.3g} a day), <b>{f['expected_failures']:,.0f}</b> expected in"
             f" {self.days.value} days (simulated mean {f['simulated_failures']:,.1f});"
-            f" Daly's closed form: {f['daly_goodput']:.1%}"
+            f" Daly's closed form: {f['daly_goodput']:.1%} goodput, {f['daly_ettr']:.1%} ETTR"
         )
         self.mtbf_chart.chart = cluster_charts.cluster_mtbf_chart(
             self.device_mtbf_years.value * SECONDS_PER_YEAR, highlight_devices=self.devices.value
@@ -218,6 +222,7 @@ class IntervalPanel:
                 self.simulate_button,
                 self.headline,
                 self.facts,
+                definitions_note(),
                 self.chart,
             ]
         )
@@ -248,6 +253,8 @@ class IntervalPanel:
             "daly_s": theory.daly_interval(save, mtbf),
             "first_order": first,
             "daly": daly,
+            "daly_ettr": theory.daly_ettr(tau, save, restart, mtbf),
+            "first_order_ettr": theory.first_order_ettr(tau, restart, mtbf, save_s=save),
             "hours_lost_per_day_first_order": 24.0 * (1.0 - first),
             "hours_lost_per_day_daly": 24.0 * (1.0 - daly),
         }
@@ -276,7 +283,7 @@ class IntervalPanel:
             self.headline,
             f"goodput at {theory.human_duration(f['interval_s'])}:",
             f"{f['daly']:.1%}",
-            f"(Daly's exact model; first order says {f['first_order']:.1%})",
+            f"(Daly's exact model; first order says {f['first_order']:.1%}); ETTR {f['daly_ettr']:.1%}",
         )
         young = "continuously (free saves)" if f["young_s"] == 0 else theory.human_duration(f["young_s"])
         daly = "continuously (free saves)" if f["save_s"] == 0 else theory.human_duration(f["daly_s"])
@@ -338,7 +345,8 @@ class CheckpointCalculator:
         self.output = W.HTML()
         for control in (self.devices, self.device_mtbf_years, self.save_s, self.restart_min):
             control.observe(lambda _change: self.compute(), names="value")
-        self.widget = W.VBox([self.devices, self.device_mtbf_years, self.save_s, self.restart_min, self.output])
+        self.widget = W.VBox([self.devices, self.device_mtbf_years, self.save_s, self.restart_min, self.output,
+                              definitions_note()])
         self.compute()
 
     def compute(self) -> dict[str, float] | None:
@@ -352,12 +360,14 @@ class CheckpointCalculator:
             self.output.value = f"<span style='color:#d62728'>{e}</span>"
             return None
         goodput = theory.daly_goodput(daly_s, save, restart, mtbf) if daly_s > 0 else math.exp(-restart / mtbf)
+        ettr = theory.daly_ettr(daly_s, save, restart, mtbf) if daly_s > 0 else goodput
         result = {
             "job_mtbf_s": mtbf,
             "failures_per_day": theory.SECONDS_PER_DAY / mtbf,
             "young_s": young_s,
             "daly_s": daly_s,
             "goodput": goodput,
+            "ettr": ettr,
             "device_hours_lost_per_day": (1.0 - goodput) * 24.0 * int(self.devices.value),
         }
         rows = [
@@ -366,6 +376,7 @@ class CheckpointCalculator:
             ("Young's interval", theory.human_duration(young_s)),
             ("Daly's interval", theory.human_duration(daly_s)),
             ("goodput at Daly's interval", f"{goodput:.1%}"),
+            ("ETTR at Daly's interval (saves count as training)", f"{ettr:.1%}"),
             ("device-hours lost per day", f"{result['device_hours_lost_per_day']:,.0f}"),
         ]
         self.output.value = "<table>" + "".join(f"<tr><td>{k}</td><td><b>{v}</b></td></tr>" for k, v in rows) + "</table>"

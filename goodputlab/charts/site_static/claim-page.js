@@ -38,6 +38,13 @@ const inputs = {
   model_params_b: control("model_params_b", "model (billions of parameters)",
                           el("input", { type: "number", min: 0.001, max: 100000, step: "any" })),
 };
+// what the reader knows of the cluster before the lever (claim.Pins); blank: the chapter's default
+const pins = {
+  storage_gbps: control("storage_gbps", "pin: storage (GB/s)", el("input", { type: "number", min: 0, step: "any", placeholder: "default" })),
+  save_s: control("save_s", "pin: a synchronous save (s)", el("input", { type: "number", min: 0, step: "any", placeholder: "default" })),
+  restart_s: control("restart_s", "pin: restart (s)", el("input", { type: "number", min: 0, step: "any", placeholder: "default" })),
+  detect_s: control("detect_s", "pin: detection (s)", el("input", { type: "number", min: 0, step: "any", placeholder: "default" })),
+};
 for (const [name, value] of Object.entries(config.defaults)) inputs[name].value = value;
 
 function number(v) {  // the panel's format: whole above 100, three significant digits below
@@ -53,8 +60,19 @@ function draw() {
     shown.textContent = name === "lever" ? "" : input.value;
     shown.dataset.value = read[name];
   }
+  const pinned = {};
+  for (const [name, input] of Object.entries(pins)) {
+    if (input.value.trim() !== "") pinned[name] = Number(input.value);
+    input.parentElement.querySelector("output.value").textContent = input.value;
+  }
   const claim = ClaimModel.explain(read.lever, read.before_pct / 100, read.after_pct / 100, read.gpus,
-                                   read.model_params_b, K);
+                                   read.model_params_b, K, pinned);
+  const reading = document.getElementById("reading");
+  const ettrLine = document.getElementById("ettr");
+  reading.textContent = claim.error ? "" : `How the lever is read: ${claim.reading}.`;
+  ettrLine.textContent = claim.error || !claim.ettr.before ? "" :
+    "As ETTR (saves counted as training), at the implied failure rate: " +
+    Object.entries(claim.ettr).map(([k, v]) => `${ClaimModel.pct1(v)} ${k}`).join(", ") + ".";
   const verdict = document.getElementById("verdict");
   const table = document.getElementById("outputs");
   const checks = document.getElementById("checks");
@@ -66,7 +84,8 @@ function draw() {
   } else {
     verdict.replaceChildren(
       `${K.what[claim.lever]}, ${inputs.before_pct.value}% to ${inputs.after_pct.value}% on ` +
-      `${claim.gpus.toLocaleString("en-US")} GPUs: `, el("strong", {}, claim.plausible ? "plausible" : "implausible"));
+      `${claim.gpus.toLocaleString("en-US")} GPUs (a ${claim.model_params_b}B-parameter model): `,
+      el("strong", {}, claim.plausible ? "plausible" : "implausible"));
     verdict.dataset.plausible = String(claim.plausible);
     for (const [key, value] of Object.entries(claim.implied)) {
       const [label, unit] = K.labels[key] || [key, ""];
@@ -88,7 +107,7 @@ function draw() {
   document.body.dataset.ready = String(Number(document.body.dataset.ready || 0) + 1);
 }
 
-for (const input of Object.values(inputs)) input.addEventListener("input", draw);
+for (const input of [...Object.values(inputs), ...Object.values(pins)]) input.addEventListener("input", draw);
 draw();
 
 }

@@ -10,6 +10,16 @@ const ClaimModel = (() => {
   const HOUR = 3600.0;
   const YEAR_H = 365.0 * 24.0;
 
+  function ettr(tau, delta, lag, recovery, mtbf) {  // claim.py's ettr: the same job, a save counted as training
+    const first = tau + delta;
+    const cycle = first + Math.max(0.0, lag - tau);
+    if ((recovery + first + lag) / mtbf > 700) return 0.0;
+    const survive = -Math.expm1(-cycle / mtbf);
+    const computed = mtbf * -Math.expm1(-tau / mtbf) * (1.0 + Math.exp(-first / mtbf) / survive);
+    const durable = tau * Math.exp(-(first + lag) / mtbf) / survive;
+    return Math.exp(-recovery / mtbf) * (mtbf - computed + durable) / mtbf;
+  }
+
   function goodput(tau, delta, lag, recovery, mtbf) {
     const first = tau + delta;
     const cycle = first + Math.max(0.0, lag - tau);
@@ -108,24 +118,47 @@ const ClaimModel = (() => {
   }
 
   // --- the explanation ---------------------------------------------------------------------------
-  function explain(lever, before, after, gpus, modelParamsB, K) {
-    const refusal = validate(lever, before, after, gpus, modelParamsB, K);
+  const PIN_NAMES = ["storage_gbps", "save_s", "restart_s", "detect_s"];  // Pins' fields, in their order
+
+  function explain(lever, before, after, gpus, modelParamsB, K, pins = {}) {
+    const refusal = validate(lever, before, after, gpus, modelParamsB, K) || validatePins(pins);
     if (refusal) return { error: refusal };
-    const c = K.cluster;
+    const pinned = {};
+    for (const name of PIN_NAMES) if (pins[name] !== undefined && pins[name] !== null) pinned[name] = pins[name];
+    const c = { ...K.cluster };
     const claim = { lever, before_share: before, after_share: after, gpus, model_params_b: modelParamsB,
-                    implied: {}, assumed: {}, checks: [], reasons: [], effects: null, notes: [] };
-    const storage = c.storage_bps_per_gpu * gpus;
+                    implied: {}, assumed: {}, checks: [], reasons: [], effects: null, notes: [], ettr: {},
+                    reading: K.reading[lever], pinned };
     const parameters = modelParamsB * 1e9;
     const total = parameters * K.checkpoint_bytes_per_parameter;
+    if (pinned.storage_gbps !== undefined) c.storage_bps_per_gpu = pinned.storage_gbps * 1e9 / gpus;
+    else if (pinned.save_s !== undefined) c.storage_bps_per_gpu = total / pinned.save_s / gpus;
+    if (pinned.restart_s !== undefined) c.restart_s = pinned.restart_s;
+    if (pinned.detect_s !== undefined) c[lever === "detection" ? "watchdog_s" : "detect_s"] = pinned.detect_s;
+    const storage = c.storage_bps_per_gpu * gpus;
     const rankBytes = total / gpus;
     const ckpt = { total_bytes: total, rank_bytes: rankBytes, write_s: total / storage,
                    snapshot_s: rankBytes / c.host_copy_bps };
     claim.assumed.checkpoint_tb = ckpt.total_bytes / 1e12;
     claim.assumed.snapshot_s = ckpt.snapshot_s;
+    const storagePinned = pinned.storage_gbps !== undefined || pinned.save_s !== undefined;
+    const solvedPinned = (lever === "async" || lever === "memory") ? storagePinned
+      : (pinned.restart_s !== undefined && lever === "hot-spare");
     ({ "async": saves, "memory": saves, "hot-spare": hotSpare, "interval": interval,
-       "detection": recovery, "restart": recovery })[lever](claim, c, ckpt, storage, K);
+       "detection": recovery, "restart": recovery })[lever](claim, c, ckpt, storage, K, solvedPinned);
     claim.plausible = claim.reasons.length === 0;
     return claim;
+  }
+
+  function validatePins(pins) {  // claim.Pins' checks
+    const has = name => pins[name] !== undefined && pins[name] !== null;
+    if (has("storage_gbps") && has("save_s")) return "save: not with a pinned storage: pin the storage or the save, not both";
+    if (has("storage_gbps") && !(pins.storage_gbps > 0 && pins.storage_gbps <= 1e9)) return "storage: a number of GB/s > 0";
+    if (has("save_s") && !(pins.save_s > 0 && pins.save_s <= 1e7)) return "save: a number of seconds > 0";
+    for (const name of ["restart_s", "detect_s"]) {
+      if (has(name) && !(pins[name] >= 0 && pins[name] <= 1e7)) return `${name === "restart_s" ? "restart" : "detection"}: a number of seconds >= 0`;
+    }
+    return null;
   }
 
   function validate(lever, before, after, gpus, modelParamsB, K) {
@@ -145,8 +178,24 @@ const ClaimModel = (() => {
                         published: r.published, sources: r.refs, quantity: r.quantity });
     if (!ok) {
       const [factor, side] = value > r.high ? [value / r.high, "above"] : [value > 0 ? r.low / value : Infinity, "below"];
-      claim.reasons.push(`it needs a ${r.quantity} of ${unitValue}, ${fmt(factor)} times ${side} the published ` +
-                         `range: ${r.published}`);
+      const reason = `it needs a ${r.quantity} of ${unitValue}, ${fmt(factor)} times ${side} the published ` +
+                     `range: ${r.published}`;
+      if (key === "device_mtbf_h") claim.reasons.unshift(reason); else claim.reasons.push(reason);  // the decisive first
+    }
+  }
+
+  function setEttr(claim, before, after, mtbf) {
+    claim.ettr = { before: ettr(...before, mtbf), after: ettr(...after, mtbf) };
+  }
+
+  function contradiction(claim, impliedBefore, what, K) {
+    if (Math.abs(impliedBefore - claim.before_share) > K.consistency) {
+      claim.reasons.push(`with ${what} pinned, the failure rate that gives ${pct1(claim.after_share)} after gives ` +
+                         `${pct1(impliedBefore)} before, not the claimed ${pct1(claim.before_share)}: the two goodputs ` +
+                         "contradict each other");
+    } else {
+      claim.notes.push(`with ${what} pinned, the two goodputs agree: the after state's failure rate gives ` +
+                       `${pct1(impliedBefore)} before`);
     }
   }
 
@@ -162,7 +211,7 @@ const ClaimModel = (() => {
     claim.assumed.save_s = writeS;
   }
 
-  function recovery(claim, c, ckpt, storage, K) {
+  function recovery(claim, c, ckpt, storage, K, _pinned) {
     const w = ckpt.write_s;
     assumeStorage(claim, storage, w);
     const name = claim.lever === "restart" ? "restart" : "detect";
@@ -173,32 +222,45 @@ const ClaimModel = (() => {
     const m = solveMtbf(claim.before_share, w, 0.0, old + other + w);
     mtbfCheck(claim, m, K);
     const fresh = solveRecovery(claim.after_share, w, 0.0, m) - other - w;
-    claim.implied[`${name}_after_s`] = fresh;
-    if (fresh < 0) {
+    const tau = bestInterval(w, 0.0, m);
+    if (fresh < 0) {  // no time reaches it: the bound, not a negative time
       const ceiling = bestGoodput(w, 0.0, other + w, m)[0];
-      claim.reasons.push(`even an instant ${name} gives at most ${pct1(ceiling)}, below the claimed ${pct1(claim.after_share)}`);
+      const word = name === "restart" ? "restart" : "detection";
+      claim.reasons.push(`even an instant ${word} gives at most ${pct1(ceiling)}, below the claimed ${pct1(claim.after_share)}`);
+      claim.ettr = { before: ettr(tau, w, 0.0, old + other + w, m) };
     } else {
+      claim.implied[`${name}_after_s`] = fresh;
       check(claim, name === "restart" ? "restart_s" : "detect_s", fresh, hours(fresh), K);
+      setEttr(claim, [tau, w, 0.0, old + other + w], [tau, w, 0.0, fresh + other + w], m);
     }
     claim.notes.push(`the best interval does not move: a ${name === "restart" ? "restart" : "detection"} ` +
                      "scales the whole goodput curve by exp(-R/M) (chapter 3)");
   }
 
-  function hotSpare(claim, c, ckpt, storage, K) {
+  function hotSpare(claim, c, ckpt, storage, K, pinned) {
     const w = ckpt.write_s;
     assumeStorage(claim, storage, w);
     claim.assumed.detect_s = c.detect_s;
     claim.assumed.spare_swap_s = c.spare_swap_s;
     const m = solveMtbf(claim.after_share, w, 0.0, c.detect_s + c.spare_swap_s + w);
     mtbfCheck(claim, m, K);
-    const cold = solveRecovery(claim.before_share, w, 0.0, m) - c.detect_s - w;
-    claim.implied.restart_s = cold;
-    check(claim, "restart_s", cold, hours(cold) + " before the spares", K);
+    const tau = bestInterval(w, 0.0, m);
+    let cold;
+    if (pinned) {
+      claim.assumed.restart_s = c.restart_s;
+      contradiction(claim, bestGoodput(w, 0.0, c.detect_s + c.restart_s + w, m)[0], `a cold restart of ${hours(c.restart_s)}`, K);
+      cold = c.restart_s;
+    } else {
+      cold = solveRecovery(claim.before_share, w, 0.0, m) - c.detect_s - w;
+      claim.implied.restart_s = cold;
+      check(claim, "restart_s", cold, hours(cold) + " before the spares", K);
+    }
+    setEttr(claim, [tau, w, 0.0, c.detect_s + cold + w], [tau, w, 0.0, c.detect_s + c.spare_swap_s + w], m);
     claim.notes.push("the best interval does not move: the spares shorten the recovery, which scales the whole " +
                      "goodput curve by exp(-R/M) (chapter 3)");
   }
 
-  function interval(claim, c, ckpt, storage, K) {
+  function interval(claim, c, ckpt, storage, K, _pinned) {
     const w = ckpt.write_s;
     assumeStorage(claim, storage, w);
     claim.assumed.detect_s = c.detect_s;
@@ -211,11 +273,12 @@ const ClaimModel = (() => {
     claim.implied.interval_after_min = best / 60;
     claim.implied.interval_before_long_min = long / 60;
     claim.implied.interval_before_short_min = short / 60;
+    setEttr(claim, [long, w, 0.0, r], [best, w, 0.0, r], m);
     claim.notes.push(`before, the job checkpointed either every ${hours(long)} (too rarely: lost work) or every ` +
                      `${hours(short)} (too often: saving), against the best ${hours(best)}`);
   }
 
-  function saves(claim, c, ckpt, storage, K) {
+  function saves(claim, c, ckpt, storage, K, pinned) {
     claim.assumed.detect_s = c.detect_s;
     claim.assumed.restart_s = c.restart_s;
     const r0 = c.detect_s + c.restart_s;
@@ -229,10 +292,23 @@ const ClaimModel = (() => {
     const mOf = x => solveMtbf(claim.after_share, ...afterState(x));
     const gap = x => beforeAt(x, mOf(x)) - claim.before_share;
     const hiW = 1e7;
-    const w = gap(hiW) < 0 && 0 < gap(1e-6) ? bisect(gap, 1e-6, hiW) : null;
-    const m = w !== null ? mOf(w) : mOf(hiW);
+    let w;
+    if (pinned) {
+      w = total / storage;
+      claim.assumed.storage_gbps = storage / 1e9;
+      claim.assumed.save_s = w;
+    } else {
+      w = gap(hiW) < 0 && 0 < gap(1e-6) ? bisect(gap, 1e-6, hiW) : null;
+    }
     if (w === null) {
-      const lowest = beforeAt(hiW, m);
+      const lowest = beforeAt(hiW, mOf(hiW));
+      // the failure rate comes first when even the fastest storage needs one no published cluster has
+      const leastH = mOf(1e-6) * gpus / HOUR;
+      const r = K.ranges.device_mtbf_h;
+      if (leastH > r.high * K.tolerance) {
+        claim.reasons.push(`it needs a device MTBF of at least ${fmt(leastH)} h per GPU, ` +
+                           `${fmt(leastH / r.high)} times above the published range: ${r.published}`);
+      }
       claim.reasons.push(
         `no storage bandwidth makes it true: ${claim.lever} saves that reach ${pct1(claim.after_share)} cannot start from ` +
         `below ${pct1(lowest)}, because saves slow enough to cost the synchronous run more would hold back the ` +
@@ -240,29 +316,38 @@ const ClaimModel = (() => {
                                  : "RAM copy's run too (its storage copies must keep up)"));
       return;
     }
+    const m = mOf(w);
     const bps = total / w;
-    claim.implied.storage_gbps = bps / 1e9;
-    claim.implied.storage_per_gpu_mbps = bps / gpus / 1e6;
-    claim.implied.save_s = w;
+    if (!pinned) {
+      claim.implied.storage_gbps = bps / 1e9;
+      claim.implied.storage_per_gpu_mbps = bps / gpus / 1e6;
+      claim.implied.save_s = w;
+    }
     mtbfCheck(claim, m, K);
-    check(claim, "storage_per_gpu_mbps", bps / gpus / 1e6,
-          `${fmt(bps / 1e9)} GB/s in all (${fmt(1000 * bps / gpus / 1e9)} MB/s per GPU)`, K);
+    if (pinned) {
+      contradiction(claim, beforeAt(w, m), `a synchronous save of ${hours(w)} (${fmt(bps / 1e9)} GB/s)`, K);
+    } else {
+      check(claim, "save_s", w,
+            `${hours(w)} (${fmt(bps / 1e9)} GB/s in all, ${fmt(1000 * bps / gpus / 1e9)} MB/s per GPU)`, K);
+    }
     const tauBefore = bestInterval(w, 0.0, m);
     const [blocking, lag, rec, floor] = afterState(w);
     const tauAfter = bestInterval(blocking, lag, m, floor);
     const atOld = goodput(tauBefore, blocking, lag, rec, m);
+    const start = pinned ? beforeAt(w, m) : claim.before_share;  // pinned: the before the model gives
     claim.implied.interval_before_min = tauBefore / 60;
     claim.implied.interval_after_min = tauAfter / 60;
-    claim.effects = { cheaper_saves_pts: 100 * (atOld - claim.before_share),
+    setEttr(claim, [tauBefore, w, 0.0, r0 + w], [tauAfter, blocking, lag, rec], m);
+    claim.effects = { cheaper_saves_pts: 100 * (atOld - start),
                       shorter_interval_pts: 100 * (claim.after_share - atOld),
                       interval_before_min: tauBefore / 60, interval_after_min: tauAfter / 60 };
     claim.notes.push(
       `two effects: at the old interval (${hours(tauBefore)}) the cheaper saves alone give ` +
-      `${signed1(100 * (atOld - claim.before_share))} points; moving to the new best interval (${hours(tauAfter)}), which ` +
+      `${signed1(100 * (atOld - start))} points; moving to the new best interval (${hours(tauAfter)}), which ` +
       `cuts the lost work, gives the other ${signed1(100 * (claim.after_share - atOld))}`);
   }
 
-  return { explain, goodput, bestInterval, solveMtbf, fmt, hours, pct1 };
+  return { explain, goodput, ettr, bestInterval, solveMtbf, fmt, hours, pct1 };
 })();
 
 if (typeof module !== "undefined") module.exports = ClaimModel;
