@@ -238,3 +238,13 @@ def test_bad_input_names_field(call, field):
     with pytest.raises(ConfigError) as info:
         call()
     assert info.value.field == field
+
+
+def test_the_textbook_restart_is_the_handover_when_the_run_had_a_hot_spare():
+    from goodputlab.theory import daly_goodput, textbook_goodput
+
+    cold = RunTimings(compute_s=0.02, save_s=0.05, launch_s=4.77, restore_s=0.01, relaunch_delay_s=0.2)
+    hot = RunTimings(compute_s=0.02, save_s=0.05, launch_s=4.77, restore_s=0.01, relaunch_delay_s=0.2, spare_launch_s=0.05)
+    # the cold first launch is the start-up of both; only the run without a spare pays it at every restart
+    assert textbook_goodput(hot, 1000, 20, 5.0)["daly"] == pytest.approx(daly_goodput(0.4, 0.05, 0.2 + 0.05 + 0.01, 5.0))
+    assert textbook_goodput(cold, 1000, 20, 5.0)["daly"] == pytest.approx(daly_goodput(0.4, 0.05, 0.2 + 4.77 + 0.01, 5.0))

@@ -223,6 +223,7 @@ class SweepRun:
     timings: RunTimings
     expected: RunPrediction
     replayed: RunPrediction
+    result: Any = None  # the RunResult, when the sweep keeps its runs (``keep_runs``)
 
     @property
     def goodput(self) -> float:
@@ -245,6 +246,7 @@ def run_sweep(
     mtbf: float,
     out_root: str | Path | None = None,
     on_run: Callable[[SweepRun], None] | None = None,
+    keep_runs: bool = False,
     **fixed: Any,
 ) -> list[SweepRun]:
     """Run a real experiment for every (checkpoint interval, seed) and predict each one.
@@ -255,7 +257,8 @@ def run_sweep(
     same failure draws (common random numbers), so differences between
     intervals are not differences in luck. Each run's files go to a
     temporary directory under ``out_root`` (a fresh one by default) and are
-    removed once measured. ``on_run`` is called after each run (progress).
+    removed once measured, unless ``keep_runs``: then each :class:`SweepRun` holds its
+    ``result`` (its files stay under ``out_root``). ``on_run`` is called after each run (progress).
     """
     from ..engine.api import run
 
@@ -279,13 +282,16 @@ def run_sweep(
                 timings=measure_timings(result.events),
                 expected=predict_measured(result.events, config),
                 replayed=predict_measured(result.events, config, replay=True),
+                result=result if keep_runs else None,
             )
-            shutil.rmtree(out, ignore_errors=True)
+            if not keep_runs:
+                shutil.rmtree(out, ignore_errors=True)
             results.append(swept)
             if on_run is not None:
                 on_run(swept)
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if not keep_runs:
+            shutil.rmtree(root, ignore_errors=True)
     return results
 
 

@@ -397,14 +397,15 @@ def textbook_goodput(timings: RunTimings, steps: int, ckpt_every: int, mtbf_s: f
     The interval is ``ckpt_every`` steps of ``timings.step_s`` (all steps when
     ``ckpt_every`` is 0 or >= ``steps``), the save ``save_s``, the restart
     everything between a kill and training again (``relaunch_delay_s +
-    launch_s + restore_s``), and the share of step time that is not compute
+    relaunch_s + restore_s``: a hot spare's handover where the run had one, a new
+    worker's launch otherwise), and the share of step time that is not compute
     is a data stall. What the textbook leaves out and the lab has: the first
     launch, the partial last segment and the fixed amount of work, the safe
     pause after a kill. Returns ``{"daly": ..., "first_order": ...}``.
     """
     k = ckpt_every if 0 < ckpt_every < steps else steps
     interval = k * timings.step_s
-    restart = timings.relaunch_delay_s + timings.launch_s + timings.restore_s
+    restart = timings.relaunch_delay_s + timings.relaunch_s + timings.restore_s
     compute_share = timings.compute_s / timings.step_s
     return {
         "daly": daly_goodput(interval, timings.save_s, restart, mtbf_s, 1.0 - compute_share),
