@@ -303,7 +303,8 @@ def pool_sweep(runs: Iterable[SweepRun]) -> list[dict[str, Any]]:
     predicts (the mean of per-run ratios would be biased upwards: 1/wall is
     convex). Keys: ``ckpt_every, runs, interval_s`` (compute+step seconds
     between checkpoints), ``measured, measured_min, measured_max, expected,
-    expected_se`` (the model's standard error of the pooled figure), ``z``
+    expected_se`` (the model's standard error of the pooled figure), ``expected_after_startup``
+    (the model's goodput without the first launch, which an endless job's model leaves out), ``z``
     (error in standard errors), ``replayed, error_pts, replay_error_pts``
     (measured minus predicted, percentage points), ``failures,
     failures_expected``, and the textbook models' ``daly`` and ``first_order``
@@ -323,6 +324,7 @@ def pool_sweep(runs: Iterable[SweepRun]) -> list[dict[str, Any]]:
         # delta method on the pooled ratio: sd of total wall over its mean
         expected_se = expected * math.sqrt(sum(r.expected.wall_sd_s**2 for r in group)) / expected_wall
         replayed = sum(r.replayed.buckets["productive"] for r in group) / sum(r.replayed.wall_s for r in group)
+        after_startup = predicted_productive / (expected_wall - sum(r.expected.buckets["startup"] for r in group))
         error = measured - expected
         mtbf = group[0].summary["config"]["mtbf"]
         rows.append(
@@ -335,6 +337,7 @@ def pool_sweep(runs: Iterable[SweepRun]) -> list[dict[str, Any]]:
                 "measured_max": max(r.goodput for r in group),
                 "expected": expected,
                 "expected_se": expected_se,
+                "expected_after_startup": after_startup,
                 "z": error / expected_se if expected_se > 0 else math.nan,
                 "replayed": replayed,
                 "error_pts": 100.0 * error,
