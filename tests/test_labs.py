@@ -518,10 +518,14 @@ def test_the_answer_rounded_as_the_text_rounds_it_passes(case):
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
-def test_the_starter_gets_a_hint(case):
+def test_the_hint_waits_for_a_first_try(case):
+    """The starter's answer (None) gets no hint (it often holds the formula); a wrong answer gets it."""
+    from goodputlab.labs.checks import UNANSWERED
+
     result = case.check(None)
-    assert not result.passed
-    assert result.message == f"no answer yet ({case.fn.hint})" and len(case.fn.hint) > 15
+    assert not result.passed and result.message == UNANSWERED and len(case.fn.hint) > 15
+    for _, wrong, _ in case.mistakes:
+        assert case.fn.hint in case.check(wrong).message, (case.id, wrong)
 
 
 @pytest.mark.parametrize("case,mistake", MISTAKES, ids=lambda x: x.id if isinstance(x, Case) else x[0][:40])

@@ -87,7 +87,8 @@ def static_outputs(nb: nbformat.NotebookNode) -> None:
             data = out.get("data", {})
             if WIDGET_VIEW in data:
                 view = data.pop(WIDGET_VIEW)
-                if not any(k in data for k in STATIC):
+                # a figure, or a static form of its own (a self-check's question as Markdown), stays as it is
+                if not any(k in data for k in (*STATIC, "text/markdown", "text/html")):
                     text = _widget_text(view.get("model_id", ""), state)
                     if not text:
                         continue  # a widget with nothing to show without its kernel
