@@ -35,7 +35,7 @@ copyright = "the goodputlab authors, Apache-2.0"
 
 extensions = ["myst_nb", "sphinx-mathjax-offline"]
 root_doc = "book/index"
-include_patterns = ["book/*.md", "book/*.ipynb", "labs/*.ipynb", "labs/*.md", "labs/solutions/*.ipynb"]
+include_patterns = ["book/*.md", "book/*.ipynb", "labs/*.ipynb", "labs/*.md", "labs/solutions/*.ipynb", "docs/*.md"]
 exclude_patterns = ["**/_build", "**/.ipynb_checkpoints", ".venv", "**/node_modules"]
 
 # --- notebooks: committed outputs, no execution ------------------------------------------------
@@ -60,7 +60,9 @@ suppress_warnings = ["mystnb.unknown_mime_type", "myst.header"]
 # --- the theme -----------------------------------------------------------------------------------
 html_theme = "sphinx_book_theme"
 html_title = "goodputlab: training goodput, measured"
-html_static_path = []
+html_static_path = ["_static"]
+html_css_files = ["reader.css"]  # code and outputs that wrap, captions, self-checks, figures on a phone
+html_js_files = ["reader.js"]  # display maths scaled to the column
 html_theme_options = {
     "repository_url": launch_links.repository_url(),
     "repository_branch": launch_links.BRANCH,

@@ -7,8 +7,9 @@ The caption's text starts with its number in bold and an anchor the text can lin
 
     <a id="fig-goodput-curve"></a>**Figure 3.2.** Goodput against the checkpoint interval ...
 
-The text refers to a figure by a link to that anchor, ``[Figure 3.2](#fig-goodput-curve)``: the link
-works in JupyterLab and on the site (``book/conf.py`` registers the anchor as a label).
+The text refers to a figure by a link to that anchor, ``[Figure 3.2](#fig-goodput-curve)`` (or
+``[Figure](#fig-goodput-curve)``, which gets its number): the link works in JupyterLab and on the site
+(``book/conf.py`` registers the anchor as a label).
 
 :func:`number_figures` renumbers a notebook in place: the figures in the order of their caption cells
 ("Figure {chapter}.{k}", the chapter from the title ``# 3. ...``), and every reference to a figure's
@@ -33,8 +34,8 @@ _LABEL = re.compile(r"^fig-[a-z0-9][a-z0-9-]*$")
 _TITLE = re.compile(r"^#\s+(\d+)\.\s", re.M)
 #: the caption's own number: an anchor, then the bold "Figure N.M." (or "Figure N.")
 _OWN = re.compile(r'(<a id="(?P<label>fig-[a-z0-9-]+)"></a>)?\*\*Figure [0-9.]+?\.?\*\*')
-#: a reference in the text: [Figure 3.2](#fig-label) (also "figure" in lower case, "Figures" not)
-_REF = re.compile(r"\[(?P<word>[Ff]igure) [0-9.]*[0-9]\]\(#(?P<label>fig-[a-z0-9-]+)\)")
+#: a reference in the text: [Figure 3.2](#fig-label), or [Figure](#fig-label) before it has its number
+_REF = re.compile(r"\[(?P<word>[Ff]igure)(?: [0-9.]*[0-9])?\]\(#(?P<label>fig-[a-z0-9-]+)\)")
 
 
 def _source(cell: Mapping[str, Any]) -> str:

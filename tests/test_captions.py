@@ -24,7 +24,7 @@ def _notebook(*cells) -> nbformat.NotebookNode:
 
 def test_figures_are_numbered_in_order_and_references_follow():
     nb = _notebook(
-        nbformat.v4.new_markdown_cell("As [Figure 9.9](#fig-curve) and [figure 1.1](#fig-diagram) show, ..."),
+        nbformat.v4.new_markdown_cell("As [Figure 9.9](#fig-curve) and [figure](#fig-diagram) show, ..."),
         _caption("fig-diagram", "![a diagram](figures/x.svg)\n\n**Figure 7.** The idea."),
         nbformat.v4.new_code_cell("chart()"),
         _caption("fig-curve", "The curve, without a number yet."),
