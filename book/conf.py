@@ -91,12 +91,24 @@ def _calculator_links(app, pagename, templatename, context, doctree):
         context["body"] = "".join(site_calculators.chapter_banner(c, pagename) for c in calcs) + context["body"]
 
 
+SHELL = f"{site_calculators.PAGES_DIR}/_shell"  # a page of the book's theme, for the live pages to fill
+
+
+def _calculator_shell(app):
+    """One page of the book's theme (header, sidebar, footer) with placeholders for a title and a body: the
+    live pages (calculators, the claim explainer, the recorded runs) are written into it, so they wear the
+    book's theme and sidebar. It sits where they do, so its relative links hold for them."""
+    yield SHELL, {"title": site_calculators.SHELL_TITLE, "body": site_calculators.SHELL_BODY}, "page.html"
+
+
 def _write_calculators(app, exception):
     """The calculator pages and their shared JavaScript (goodputlab/charts/site_calculators.py)."""
     if exception is None and app.builder.format == "html":
         titles = {name: app.env.titles[name].astext() for name in app.env.titles}
+        shell = Path(app.outdir) / f"{SHELL}.html"
         # the Vega bundle is kept in book/_build (ignored by git) between builds: making it takes seconds
-        site_calculators.write_site(app.outdir, titles, cache=ROOT / "book" / "_build" / "vega")
+        site_calculators.write_site(app.outdir, titles, cache=ROOT / "book" / "_build" / "vega", shell=shell.read_text())
+        shell.unlink()
 
 
 def _redirect_root(app, exception):
@@ -129,4 +141,5 @@ def setup(app):
     app.connect("html-page-context", _binder_button, priority=900)
     app.connect("html-page-context", _calculator_links)
     app.connect("build-finished", _redirect_root)
+    app.connect("html-collect-pages", _calculator_shell)
     app.connect("build-finished", _write_calculators)

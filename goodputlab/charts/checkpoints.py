@@ -7,7 +7,7 @@ from typing import Any, Iterable, Mapping
 import altair as alt
 
 from ..categories import COLORS
-from .runs import timeline
+from .runs import held, timeline
 
 #: One colour per strategy, the same in every chart of the chapter.
 STRATEGY_COLORS = {"sync": "#1f77b4", "async": "#2ca02c", "dcp": "#9467bd", "memory": "#ff7f0e"}
@@ -54,6 +54,7 @@ def strategy_timelines(results: Mapping[str, Any], width: int = 620) -> alt.VCon
     ``results`` maps a strategy to its :class:`~goodputlab.engine.api.RunResult`.
     """
     panels = []
+    categories = {c for result in results.values() for c in held(result.ledger)}  # one legend for the stack
     for name, result in results.items():
         led = result.ledger
         n_saves = result.summary["checkpoints"]
@@ -63,6 +64,7 @@ def strategy_timelines(results: Mapping[str, Any], width: int = 620) -> alt.VCon
                 title=f"{name}: goodput {led.goodput:.1%}, checkpoint_save {led.buckets['checkpoint_save']:.2f} s "
                 f"in {n_saves} commits",
                 width=width,
+                categories=categories,
             )
         )
     return alt.vconcat(*panels).resolve_scale(x="shared", color="shared")

@@ -29,6 +29,8 @@ def _settings_text(widget: W.Widget) -> str | None:
         return None
     if not isinstance(widget, W.ValueWidget) or not getattr(widget, "description", ""):
         return None
+    if widget.layout.display == "none":  # a control hidden because it changes nothing now
+        return None
     value = widget.value
     if hasattr(widget, "options") and hasattr(widget, "label") and widget.label is not None:
         value = widget.label
