@@ -155,3 +155,14 @@ def test_the_run_caption_points_at_nothing_the_site_removes():
         text = "".join(cell["source"])
         assert "collapsed cell below" not in text and "parameters cell" in text, path.name
         assert not re.search(r"\b(hover|click)\b", text, re.I)
+
+
+def test_every_reference_links_to_its_source():
+    """book/references.md: each entry carries at least one link to where the work can be read."""
+    text = (ROOT / "book" / "references.md").read_text()
+    entries = re.split(r'(?=<a id=")', text)[1:]
+    assert len(entries) >= 30
+    for entry in entries:
+        key = re.match(r'<a id="([^"]+)"', entry).group(1)
+        assert re.search(r"\]\(https?://[^)]+\)|<https?://[^>]+>", entry), f"{key}: no link to its source"
+        assert not re.search(r"(?<![<(/])\bhttps?://", entry), f"{key}: an address that is not a link"
