@@ -166,3 +166,18 @@ def test_every_reference_links_to_its_source():
         key = re.match(r'<a id="([^"]+)"', entry).group(1)
         assert re.search(r"\]\(https?://[^)]+\)|<https?://[^>]+>", entry), f"{key}: no link to its source"
         assert not re.search(r"(?<![<(/])\bhttps?://", entry), f"{key}: an address that is not a link"
+
+
+def test_an_executed_self_check_keeps_its_static_form():
+    """After a real execution the output holds the widget view and the question as Markdown; the committed
+    notebook keeps the Markdown (tools/execute_notebooks.py drops the view, which draws nothing without a kernel)."""
+    import execute_notebooks as EN
+    import goodputlab as gl
+
+    data, _ = gl.widgets.self_check("3-young")._repr_mimebundle_()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell('gl.widgets.self_check("3-young")')]
+    nb.cells[0].outputs = [nbformat.v4.new_output("execute_result", data=data, execution_count=1)]
+    EN.static_outputs(nb)
+    kept = nb.cells[0].outputs[0]["data"]
+    assert EN.WIDGET_VIEW not in kept and kept["text/markdown"] == self_checks.static_markdown(self_checks.question("3-young"))
