@@ -430,7 +430,10 @@ LAYOUT_WIDTHS = (1300, 400)
 
 _LAYOUT = r"""() => {
   const W = document.documentElement.clientWidth;
-  const out = {scroll: document.documentElement.scrollWidth, cut: [], shrunk: [], blank: [], empty: [], clipped: []};
+  const out = {scroll: document.documentElement.scrollWidth, cut: [], shrunk: [], blank: [], empty: [], clipped: [], maths: []};
+  document.querySelectorAll('article mjx-container[display="true"]').forEach(m => {  // scaled to fit (reader.js)
+    if (m.scrollWidth > m.clientWidth + 1) out.maths.push(m.textContent.slice(0, 40));
+  });
   document.querySelectorAll('article pre, .goodputlab-live pre').forEach(p => {
     if (p.scrollWidth > p.clientWidth + 1) out.cut.push(p.textContent.trim().slice(0, 60));
   });
@@ -468,7 +471,8 @@ def _reader_pages(site: Path) -> list[str]:
 def test_every_page_fits_the_window(width, site, served, browser):
     """At 1300 and 400 px, on every page: nothing scrolls sideways, no code block or printed output is cut (they wrap),
     no figure is shrunk below its size (its text stays at least as large as drawn; on a phone a wide figure
-    scrolls inside its own box), no figure is blank, and the live pages' charts draw marks with their legends whole."""
+    scrolls inside its own box), no figure is blank, every display formula fits the column, and the live pages'
+    charts draw marks with their legends whole."""
     problems = {}
     v = Visit(browser)
     v.page.set_viewport_size({"width": width, "height": 900})
@@ -477,6 +481,8 @@ def test_every_page_fits_the_window(width, site, served, browser):
         if page.startswith("calculators/"):
             v.page.wait_for_function("() => Number(document.body.dataset.ready) >= 1", timeout=30_000)
             v.page.wait_for_timeout(300)  # a chart loaded by a script tag draws after the numbers
+        v.page.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise")  # typeset, then fitted
+        v.page.wait_for_timeout(50)
         found = v.page.evaluate(_LAYOUT)
         v.settle()  # leave a page only when its fonts and scripts have come: a request cut short would count as broken
         found["scroll"] = found["scroll"] if found["scroll"] > width else None
