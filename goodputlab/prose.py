@@ -119,8 +119,9 @@ _IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
 _LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 _TAG = re.compile(r"<[^>]+>")
 _ITEM = re.compile(r"^\s*(?:[*-]|\d+\.)\s+")
-#: a sentence ends at . ! ? : or ; followed by a space and a capital, a parenthesis or emphasis
-_END = re.compile(r"(?<=[.!?:;])\s+(?=[A-Z(*])")
+#: a sentence ends at . ! ? : or ; followed by a space and a capital, a parenthesis or emphasis; a run-in
+#: heading in bold or italics ("**Two failure clocks.** A cluster's ...") ends at its closing asterisks
+_END = re.compile(r"(?<=[.!?:;])\s+(?=[A-Z(*])|(?<=[.!?:;]\*\*)\s+|(?<=[.!?:;]\*)\s+")
 
 
 def sentences(markdown: str) -> list[str]:

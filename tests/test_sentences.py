@@ -35,6 +35,8 @@ def test_the_counting_follows_a_reader():
                                      "See a link with words."]
     assert [prose.word_count(s) for s in prose.sentences(text)] == [3, 3, 5, 4, 5]
     assert prose.long_sentences(" ".join(["word"] * 41) + ".") and not prose.long_sentences(" ".join(["word"] * 40) + ".")
+    assert prose.sentences("**A run-in heading.** then its text. *Another one:* more") == [
+        "**A run-in heading.**", "then its text.", "*Another one:*", "more"]
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
