@@ -35,7 +35,7 @@ copyright = "the goodputlab authors, Apache-2.0"
 
 extensions = ["myst_nb", "sphinx-mathjax-offline"]
 root_doc = "book/index"
-include_patterns = ["book/*.md", "book/*.ipynb", "labs/*.ipynb", "labs/*.md", "labs/solutions/*.ipynb"]
+include_patterns = ["book/*.md", "book/*.ipynb", "labs/*.ipynb", "labs/*.md", "labs/solutions/*.ipynb", "docs/*.md"]
 exclude_patterns = ["**/_build", "**/.ipynb_checkpoints", ".venv", "**/node_modules"]
 
 # --- notebooks: committed outputs, no execution ------------------------------------------------
@@ -60,7 +60,9 @@ suppress_warnings = ["mystnb.unknown_mime_type", "myst.header"]
 # --- the theme -----------------------------------------------------------------------------------
 html_theme = "sphinx_book_theme"
 html_title = "goodputlab: training goodput, measured"
-html_static_path = []
+html_static_path = ["_static"]
+html_css_files = ["reader.css"]  # code and outputs that wrap, captions, self-checks, figures on a phone
+html_js_files = ["reader.js"]  # display maths scaled to the column
 html_theme_options = {
     "repository_url": launch_links.repository_url(),
     "repository_branch": launch_links.BRANCH,
@@ -89,12 +91,24 @@ def _calculator_links(app, pagename, templatename, context, doctree):
         context["body"] = "".join(site_calculators.chapter_banner(c, pagename) for c in calcs) + context["body"]
 
 
+SHELL = f"{site_calculators.PAGES_DIR}/_shell"  # a page of the book's theme, for the live pages to fill
+
+
+def _calculator_shell(app):
+    """One page of the book's theme (header, sidebar, footer) with placeholders for a title and a body: the
+    live pages (calculators, the claim explainer, the recorded runs) are written into it, so they wear the
+    book's theme and sidebar. It sits where they do, so its relative links hold for them."""
+    yield SHELL, {"title": site_calculators.SHELL_TITLE, "body": site_calculators.SHELL_BODY}, "page.html"
+
+
 def _write_calculators(app, exception):
     """The calculator pages and their shared JavaScript (goodputlab/charts/site_calculators.py)."""
     if exception is None and app.builder.format == "html":
         titles = {name: app.env.titles[name].astext() for name in app.env.titles}
+        shell = Path(app.outdir) / f"{SHELL}.html"
         # the Vega bundle is kept in book/_build (ignored by git) between builds: making it takes seconds
-        site_calculators.write_site(app.outdir, titles, cache=ROOT / "book" / "_build" / "vega")
+        site_calculators.write_site(app.outdir, titles, cache=ROOT / "book" / "_build" / "vega", shell=shell.read_text())
+        shell.unlink()
 
 
 def _redirect_root(app, exception):
@@ -127,4 +141,5 @@ def setup(app):
     app.connect("html-page-context", _binder_button, priority=900)
     app.connect("html-page-context", _calculator_links)
     app.connect("build-finished", _redirect_root)
+    app.connect("html-collect-pages", _calculator_shell)
     app.connect("build-finished", _write_calculators)

@@ -107,6 +107,59 @@ def number(value: float, digits: int = 0) -> str:
     return f"{value:,.{digits}f}"
 
 
+# --- sentences, as a reader counts them ------------------------------------------------------------
+
+#: the longest sentence the book allows, in words (the guide's style rule)
+MAX_WORDS = 40
+
+_CODE_BLOCK = re.compile(r"```.*?```", re.S)
+_DISPLAY_MATH = re.compile(r"\$\$.*?\$\$", re.S)
+_INLINE_MATH = re.compile(r"\$[^$\n]+\$")
+_IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
+_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+_TAG = re.compile(r"<[^>]+>")
+_ITEM = re.compile(r"^\s*(?:[*-]|\d+\.)\s+")
+#: a sentence ends at . ! ? : or ; followed by a space and a capital, a parenthesis or emphasis; a run-in
+#: heading in bold or italics ("**Two failure clocks.** A cluster's ...") ends at its closing asterisks
+_END = re.compile(r"(?<=[.!?:;])\s+(?=[A-Z(*])|(?<=[.!?:;]\*\*)\s+|(?<=[.!?:;]\*)\s+")
+
+
+def sentences(markdown: str) -> list[str]:
+    """The sentences of ``markdown`` as a reader meets them: code and display maths left out, a formula in the
+    text one word, links as their text, an image (its alt text is not shown) and table rows left out, each list
+    item on its own; a sentence ends at ``.``, ``!``, ``?``, ``:`` or ``;`` before a capital letter."""
+    text = _CODE_BLOCK.sub(" ", markdown)
+    text = _DISPLAY_MATH.sub(" ", text)
+    text = _INLINE_MATH.sub("X", text)
+    text = _IMAGE.sub(" ", text)
+    text = _LINK.sub(r"\1", _TAG.sub(" ", text))
+    found = []
+    for block in re.split(r"\n\s*\n", text):
+        pieces: list[list[str]] = []
+        for line in block.splitlines():
+            if line.lstrip().startswith("|"):
+                continue
+            if _ITEM.match(line):
+                pieces.append([_ITEM.sub("", line).strip()])
+            elif pieces:
+                pieces[-1].append(line.strip())
+            else:
+                pieces.append([line.strip()])
+        for piece in pieces:
+            found += [s for s in _END.split(" ".join(piece)) if s.split()]
+    return found
+
+
+def word_count(sentence: str) -> int:
+    """The words of ``sentence``: what stands between spaces."""
+    return len(sentence.split())
+
+
+def long_sentences(markdown: str, limit: int = MAX_WORDS) -> list[str]:
+    """The sentences of ``markdown`` (:func:`sentences`) over ``limit`` words."""
+    return [s for s in sentences(markdown) if word_count(s) > limit]
+
+
 # --- Markdown to HTML, for the subset the rendered sentences use ---------------------------------
 
 _INLINE = [

@@ -28,7 +28,20 @@ def test_timeline_shows_every_attempt_and_each_failure():
     for cat in C.CATEGORIES:
         assert per_cat[cat] == pytest.approx(ledger.buckets[cat], abs=1e-3)
     spec = chart.to_dict()
-    assert spec["layer"][0]["encoding"]["color"]["scale"]["domain"] == list(C.CATEGORIES)
+    # the legend lists the categories the run holds, in the ledger's order and colours, and only those
+    held = [c for c in C.CATEGORIES if ledger.buckets[c] > 0]
+    assert spec["layer"][0]["encoding"]["color"]["scale"] == {"domain": held, "range": [C.COLORS[c] for c in held]}
+    assert C.DEGRADED not in held and C.STRAGGLER_WAIT not in held
+
+
+def test_breakdowns_legend_lists_the_categories_present_and_only_those():
+    ledger = build_ledger(ONE_FAILURE)
+    summary = {"buckets": ledger.buckets, "wall_s": ledger.wall_s}
+    held = [c for c in C.CATEGORIES if ledger.buckets[c] > 0]
+    for chart in (charts.breakdown(summary), charts.theory.breakdown_side_by_side(charts.theory.summary_rows(summary))):
+        spec = chart.to_dict()
+        assert spec["encoding"]["color"]["scale"]["domain"] == held
+        assert {r["category"] for r in chart_rows(chart)} == set(held)
 
 
 def test_long_runs_are_drawn_with_fewer_marks_but_the_same_span():

@@ -20,7 +20,7 @@ its own layer and the ones below, never one above:
  4    launching          engine.supervisor, launch, supervision, torchrun_supervision, emulated_supervision, api, run_dir,
                          scratch, interrupts; serving.cluster
  5    experiments        experiments.*: real runs set beside the theory
- 6    book               charts.*, widgets.*, labs.*, notebook, prose
+ 6    book               charts.*, widgets.*, labs.*, notebook, prose, captions, self_checks
  7    command line       cli.*
  8    the public API     goodputlab (its __init__ loads names lazily)
 ====  =================  =====================================================================
@@ -121,6 +121,8 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("goodputlab.labs", 6),
     ("goodputlab.notebook", 6),
     ("goodputlab.prose", 6),
+    ("goodputlab.captions", 6),  # numbered figures
+    ("goodputlab.self_checks", 6),  # the chapters' self-check questions
     # 7 the command line
     ("goodputlab.cli", 7),
 )

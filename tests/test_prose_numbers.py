@@ -48,6 +48,7 @@ def normalise(token: str) -> str:
 def figures(text: str) -> list[str]:
     """The numbers in ``text`` that look like figures (see the module's docstring)."""
     text = re.sub(r"\]\([^)]*\)", "]", text)  # link targets: addresses, anchors
+    text = re.sub(r"\b[Ff]igure \d+(?:\.\d+)?", "", text)  # a figure's number, computed (goodputlab.captions)
     found = []
     for m in NUMBER.finditer(text):
         if m.group(1).count(".") >= 2:
@@ -128,6 +129,7 @@ def test_the_scanner_finds_what_a_figure_looks_like():
     assert figures("0.35 ms, ~1,600 samples/s, 35,840 samples and 13 s; within 15%; $16{,}384$ GPUs; 64\\%") == [
         "0.35", "1,600", "35,840", "15%", "16,384", "64%"]
     assert figures("chapter 3, 8 GPUs, a 10-minute restart, [Young 1974](references.md#young-1974), section 3.3.4") == []
+    assert figures("**Figure 3.2.** as [Figure 10.4](#fig-x) shows") == []
 
 
 def _prose_outputs(nb: dict) -> list[tuple[int, str]]:

@@ -430,3 +430,98 @@ def test_recorded_runs_are_picked_by_their_levers(width, served, browser):
     assert v.page.evaluate("() => document.documentElement.scrollWidth") <= width
     v.page.close()
     v.check()
+
+
+# --- the page as a reader meets it, at a desktop's width and a phone's (book/_static/reader.css) ----------------
+
+#: a desktop window and a phone
+LAYOUT_WIDTHS = (1300, 400)
+
+_LAYOUT = r"""() => {
+  const W = document.documentElement.clientWidth;
+  const out = {scroll: document.documentElement.scrollWidth, cut: [], shrunk: [], blank: [], empty: [], clipped: [], maths: []};
+  document.querySelectorAll('article mjx-container[display="true"]').forEach(m => {  // scaled to fit (reader.js)
+    if (m.scrollWidth > m.clientWidth + 1) out.maths.push(m.textContent.slice(0, 40));
+  });
+  document.querySelectorAll('article pre, .goodputlab-live pre').forEach(p => {
+    if (p.scrollWidth > p.clientWidth + 1) out.cut.push(p.textContent.trim().slice(0, 60));
+  });
+  document.querySelectorAll('article .cell_output img').forEach(img => {
+    const w = Number(img.getAttribute('width') || img.naturalWidth);
+    if (img.getBoundingClientRect().width + 1 < w) out.shrunk.push(img.getAttribute('src').slice(-40));
+    const c = document.createElement('canvas'); c.width = img.naturalWidth; c.height = img.naturalHeight;
+    if (!c.width || !c.height) { out.blank.push('not loaded'); return; }
+    const g = c.getContext('2d'); g.drawImage(img, 0, 0);
+    const d = g.getImageData(0, 0, c.width, c.height).data; let ink = 0;
+    for (let i = 0; i < d.length; i += 16) if (d[i] < 200 || d[i + 1] < 200 || d[i + 2] < 200) ink++;
+    if (ink / (d.length / 16) < 0.01) out.blank.push(img.getAttribute('src').slice(-40));
+  });
+  document.querySelectorAll('.goodputlab-live svg.marks').forEach(svg => {
+    const box = svg.getBoundingClientRect();
+    if (!svg.querySelector('.mark-line path, .mark-rect path, .mark-symbol path, .mark-area path')) out.empty.push(svg.parentElement.id);
+    svg.querySelectorAll('.role-legend').forEach(legend => {
+      const r = legend.getBoundingClientRect();
+      if (r.left < box.left - 1 || r.right > box.right + 1 || r.bottom > box.bottom + 1 || r.right > W + 1) out.clipped.push(svg.parentElement.id);
+    });
+  });
+  return out;
+}"""
+
+
+def _reader_pages(site: Path) -> list[str]:
+    pages = sorted(p.relative_to(site).as_posix() for pattern in ("book/*.html", "labs/*.html", "labs/solutions/*.html",
+                                                                  "docs/*.html", "calculators/*.html")
+                   for p in site.glob(pattern))
+    assert len(pages) >= 40, pages
+    return pages
+
+
+@pytest.mark.parametrize("width", LAYOUT_WIDTHS)
+def test_every_page_fits_the_window(width, site, served, browser):
+    """At 1300 and 400 px, on every page: nothing scrolls sideways, no code block or printed output is cut (they wrap),
+    no figure is shrunk below its size (its text stays at least as large as drawn; on a phone a wide figure
+    scrolls inside its own box), no figure is blank, every display formula fits the column, and the live pages'
+    charts draw marks with their legends whole."""
+    problems = {}
+    v = Visit(browser)
+    v.page.set_viewport_size({"width": width, "height": 900})
+    for page in _reader_pages(site):
+        v.page.goto(f"{served}/{page}", wait_until="load")
+        if page.startswith("calculators/"):
+            v.page.wait_for_function("() => Number(document.body.dataset.ready) >= 1", timeout=30_000)
+            v.page.wait_for_timeout(300)  # a chart loaded by a script tag draws after the numbers
+        v.page.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise")  # typeset, then fitted
+        v.page.wait_for_timeout(50)
+        found = v.page.evaluate(_LAYOUT)
+        v.settle()  # leave a page only when its fonts and scripts have come: a request cut short would count as broken
+        found["scroll"] = found["scroll"] if found["scroll"] > width else None
+        bad = {k: val for k, val in found.items() if val}
+        if bad:
+            problems[page] = bad
+    v.page.close()
+    assert not problems, f"at {width} px: {json.dumps(problems, indent=1)[:3000]}"
+    v.check()
+
+
+def test_the_sidebar_has_no_two_entries_alike_and_prev_next_say_where_they_go(site):
+    """Every title in the sidebar is its own (the labs' solutions are titled as solutions), and each page's "next"
+    and "previous" links name the page they open."""
+    import re
+
+    front = (site / "book" / "index.html").read_text()
+    nav = front[re.search(r'<nav class="[^"]*bd-docs-nav', front).start():]
+    nav = nav[:nav.index("</nav>")]
+    titles = [re.sub(r"<[^>]+>", "", t).strip() for t in re.findall(r"<a class=\"reference internal\"[^>]*>(.*?)</a>", nav, re.S)]
+    assert len(titles) >= 40 and len(titles) == len(set(titles)), [t for t in titles if titles.count(t) > 1]
+    for page in _reader_pages(site):
+        if page.startswith("calculators/"):
+            continue
+        html = (site / page).read_text()
+        for side in ("left-prev", "right-next"):
+            m = re.search(rf'<a class="{side}"\s+href="([^"]+)".*?<p class="prev-next-title">(.*?)</p>', html, re.S)
+            if m:
+                target = (site / page).parent / m.group(1).split("#")[0]
+                heading = re.search(r"<h1>(.*?)</h1>", target.read_text(), re.S)
+                shown = re.sub(r"<a class=\"headerlink\".*?</a>", "", heading.group(1), flags=re.S) if heading else ""
+                name = re.sub(r"<[^>]+>", "", m.group(2)).strip()
+                assert re.sub(r"<[^>]+>", "", shown).strip() == name, (page, side, name, shown)

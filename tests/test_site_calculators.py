@@ -209,3 +209,20 @@ def test_tiered_closed_form_matches_the_markov_chain():
         want = tiered_goodput(row["tau"], row["blk"], row["R0"], row["R1"], row["M"], disk_every=row["k"],
                               node_loss_share=row["p"], ram_lag_s=row["Lr"], disk_lag_s=row["Ld"])
         assert math.isclose(page, want, rel_tol=REL, abs_tol=1e-12), f"tiered goodput at {row}: page {page!r}, chain {want!r}"
+
+
+def test_a_control_is_shown_only_where_it_changes_something():
+    """The cluster page's "storage every" is shown only for a RAM tier on the failing node: under every
+    other strategy the model's numbers do not move with it (a control that changes nothing is hidden)."""
+    from goodputlab.charts import site_capstone, site_pages
+
+    calc = site_capstone.CAPSTONE
+    slider = next(s for s in calc.sliders if s.name == "disk_every")
+    control, values = slider.shown_when
+    strategies = next(s for s in calc.sliders if s.name == control).options
+    base = {s.name: s.value for s in calc.sliders}
+    for strategy in strategies:
+        low = site_pages.shown(calc, {**base, control: strategy, "disk_every": 1})
+        high = site_pages.shown(calc, {**base, control: strategy, "disk_every": 50})
+        moved = any(abs(low[k] - high[k]) > 1e-9 * max(1.0, abs(low[k])) for k in low)  # rounding is not a change
+        assert moved == (strategy in values), strategy

@@ -35,7 +35,10 @@ def test_page_lists_every_recording_and_a_run_file_holds_its_charts(tmp_path):
     charts = json.loads(text.split("] = ", 1)[1].rstrip().rstrip(";"))
     result = gl.recorded_run("every-25")
     bars = {row["category"]: row["seconds"] for row in _values(charts["breakdown"], charts["breakdown"])}
-    assert set(bars) == set(CATEGORIES)
+    assert set(bars) == {c for c in CATEGORIES if result.summary["buckets"][c] > 0}  # those the run holds
+    for cat in CATEGORIES:  # every one, restart and startup among them, in the legend
+        assert (cat in charts["breakdown"]["encoding"]["color"]["scale"]["domain"]) == (cat in bars), cat
+    assert charts["breakdown"]["config"]["legend"]["orient"] == "bottom"  # under the plot, whole
     for cat, seconds in bars.items():
         assert abs(seconds - result.summary["buckets"][cat]) <= 1e-4, cat
     segments = next(layer for layer in charts["timeline"]["layer"] if "x2" in layer["encoding"])

@@ -249,3 +249,25 @@ def test_committed_notebook_reads_without_a_kernel(rel):
     assert run and run["run"] in ("full", "smoke") and {"cpu_cores", "gpu", "torch"} <= set(run["machine"])
     captions = [c for c in nb["cells"] if "run-caption" in c["metadata"].get("tags", [])]
     assert len(captions) == 1 and run["machine"]["torch"] in "".join(captions[0]["source"])
+
+
+def test_a_panel_without_a_kernel_is_a_labelled_table_not_a_run_on():
+    """A panel's HTML (a headline figure, a table of values, a list of reasons) becomes a table of labels and
+    bold values and a list of bullets in its static figure, not one long bold line."""
+    from goodputlab.charts.static import Table
+    from goodputlab.widgets.common import html_parts
+
+    parts = html_parts("<div>goodput <span style='font-weight: bold'>29.7%</span> <span>restart 23.6%</span></div>"
+                       "<table><tr><td>job MTBF</td><td><b>2.15</b> h</td></tr><tr><td>per GPU</td><td><b>2.8</b> MB/s</td></tr>"
+                       "</table><ul><li>device MTBF: <b>plausible</b></li></ul><style>.x{}</style>")
+    assert parts == [Table((("goodput", "29.7%", "restart 23.6%"),), 14),
+                     Table((("job MTBF", "2.15 h", ""), ("per GPU", "2.8 MB/s", "")), 13),
+                     ("• device MTBF: plausible", 12, False)]
+    import goodputlab as gl
+
+    claim = panel_static_parts(gl.widgets.ClaimPanel().widget)
+    tables = [p for p in claim if isinstance(p, Table)]
+    assert len(tables) == 2 and len(tables[1].rows) >= 5  # the verdict, then the implied values
+    assert not any(isinstance(p, tuple) and p[2] and len(p[0]) > 80 for p in claim), "a run-on of bold text"
+    png = static.stack_png(claim)
+    assert static.png_size(png)[0] <= static.SCALE * (static.MAX_WIDTH_PX + 20)

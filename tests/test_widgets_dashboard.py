@@ -123,3 +123,14 @@ def test_the_recovery_levers_choose_the_costs_and_the_recording(dashboard):
     result = dashboard.run_once()
     assert result.summary == gl.recorded_run("hang-every-25").summary
     assert dashboard.history[-1][0] == "#1: sync every 25, MTBF 10s, depth 0, hang"
+
+
+def test_before_the_first_run_it_shows_a_recorded_run(dashboard):
+    """Not blank before Run (nor on the website): the recorded run nearest to the levers is drawn, and it is
+    not counted as a run of the session."""
+    name, preview = dashboard.preview
+    assert name == gl.engine.recorded.nearest_recorded(dashboard.config()).name
+    assert f"{preview.goodput:.1%}" in dashboard.headline.value and "press Run" in dashboard.headline.value
+    assert any(r.get("category") == "productive" for r in chart_rows(dashboard.timeline.chart))
+    assert {r["run"] for r in chart_rows(dashboard.breakdown.chart)} == {"theory, these levers", f"recorded run {name!r}"}
+    assert dashboard.result is None and dashboard.figures()["runs"] == 0

@@ -19,8 +19,11 @@ notebook keeps its own cells. Fails on any cell error. After executing, every wr
    in sight: only its source is hidden (tag ``remove-input``).
 3. hides the source of every sentence rendered from the data (a cell that is one ``gl.say(...)`` call,
    goodputlab.prose): the reader sees the sentence, not its template (tag ``remove-input``, and
-   ``jupyter.source_hidden``).
-4. records the run in its metadata (``goodputlab``: full or smoke, date, machine: cores, GPU or
+   ``jupyter.source_hidden``). A cell that computes its values before its ``gl.say`` is folded
+   away instead (tag ``hide-input``: the site shows it on a click).
+4. numbers the figures (goodputlab.captions): "Figure 3.2" in each caption and in every link to it,
+   computed from the captions' order, so a figure added or moved renumbers the rest.
+5. records the run in its metadata (``goodputlab``: full or smoke, date, machine: cores, GPU or
    none, torch) and says so to the reader in a caption under the title (tag ``run-caption``).
 """
 
@@ -38,6 +41,8 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+
+from goodputlab import captions
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -82,7 +87,8 @@ def static_outputs(nb: nbformat.NotebookNode) -> None:
             data = out.get("data", {})
             if WIDGET_VIEW in data:
                 view = data.pop(WIDGET_VIEW)
-                if not any(k in data for k in STATIC):
+                # a figure, or a static form of its own (a self-check's question as Markdown), stays as it is
+                if not any(k in data for k in (*STATIC, "text/markdown", "text/html")):
                     text = _widget_text(view.get("model_id", ""), state)
                     if not text:
                         continue  # a widget with nothing to show without its kernel
@@ -144,7 +150,7 @@ def hide_plumbing(nb: nbformat.NotebookNode) -> None:
             jupyter.pop("outputs_hidden", None)
 
 
-# --- 4. what ran, and where ------------------------------------------------------------------------
+# --- 5. what ran, and where ------------------------------------------------------------------------
 def machine() -> dict:
     """Cores, GPU (name, or None) and torch version of this machine, as the notebooks' kernel sees them."""
     probe = (
@@ -173,8 +179,10 @@ def caption(meta: dict, kind: str) -> str:
     else:
         run = (f"The outputs in this {kind} come from a small test run (SMOKE mode) on {day} ({where}); "
                "`make notebooks` replaces them with a full-size run.")
-    return (f"*{run} Every figure is measured, so your run will show different numbers on your machine; "
-            "the sizes of the runs are in the collapsed cell below the introduction.*")
+    # the parameters cell is collapsed in JupyterLab and removed from the website: say both
+    return (f"*{run} Every figure is measured, so a run on your machine will show other numbers. "
+            "The sizes of the runs are set in the notebook's parameters cell, its first code cell "
+            "(collapsed in JupyterLab, left out of the website).*")
 
 
 def set_caption(nb: nbformat.NotebookNode, text: str) -> None:
@@ -186,34 +194,62 @@ def set_caption(nb: nbformat.NotebookNode, text: str) -> None:
     nb.cells.insert(title + 1, cell)
 
 
-def is_prose(source: str) -> bool:
-    """Whether a cell is one sentence rendered from the data: a single ``gl.say(...)`` expression."""
-    try:
-        body = ast.parse(source).body
-    except SyntaxError:
+def _is_say(node: ast.stmt) -> bool:
+    """Whether ``node`` is the expression ``gl.say(...)``."""
+    if not isinstance(node, ast.Expr) or not isinstance(node.value, ast.Call):
         return False
-    if len(body) != 1 or not isinstance(body[0], ast.Expr) or not isinstance(body[0].value, ast.Call):
-        return False
-    func = body[0].value.func
+    func = node.value.func
     return isinstance(func, ast.Attribute) and func.attr == "say" and getattr(func.value, "id", "") == "gl"
 
 
+#: statements that compute without showing anything: a cell of these and a closing gl.say only renders prose
+_SILENT = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.FunctionDef, ast.Import, ast.ImportFrom)
+
+
+def _body(source: str) -> list[ast.stmt]:
+    try:
+        return ast.parse(source).body
+    except SyntaxError:
+        return []
+
+
+def is_prose(source: str) -> bool:
+    """Whether a cell is one sentence rendered from the data: a single ``gl.say(...)`` expression."""
+    body = _body(source)
+    return len(body) == 1 and _is_say(body[0])
+
+
+def renders_prose(source: str) -> bool:
+    """Whether a cell only renders prose: values computed silently (assignments, a helper function),
+    then one ``gl.say(...)`` that shows them. A cell that prints or draws anything else is not."""
+    body = _body(source)
+    return bool(body) and _is_say(body[-1]) and all(isinstance(b, _SILENT) for b in body[:-1])
+
+
+HIDE_INPUT_TAG = "hide-input"  # the site folds the source away (a click shows it)
+
+
 def hide_prose_sources(nb: nbformat.NotebookNode) -> None:
-    """Step 3: the rendered sentences show their output only (website: ``remove-input``; JupyterLab:
-    the source collapsed, a click shows it)."""
+    """Step 3: the rendered sentences show their output only. A cell that is one ``gl.say`` loses its
+    source on the website (``remove-input``); one that computes its values first keeps it folded away
+    (``hide-input``: the site shows it on a click). JupyterLab collapses both (``jupyter.source_hidden``:
+    a click shows it), and both stay runnable."""
     for cell in nb.cells:
-        if cell.cell_type == "code" and is_prose(cell.source):
-            tags = cell.metadata.setdefault("tags", [])
-            if SHOWN_TAG not in tags:
-                tags.append(SHOWN_TAG)
-            cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+        if cell.cell_type != "code" or not renders_prose(cell.source):
+            continue
+        tags = cell.metadata.setdefault("tags", [])
+        tag = SHOWN_TAG if is_prose(cell.source) else HIDE_INPUT_TAG
+        if SHOWN_TAG not in tags and tag not in tags:
+            tags.append(tag)
+        cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
 
 
 def tidy(nb: nbformat.NotebookNode) -> None:
-    """Every step after execution that does not need the run itself (1, 2 and 3)."""
+    """Every step after execution that does not need the run itself (1 to 4)."""
     static_outputs(nb)
     hide_plumbing(nb)
     hide_prose_sources(nb)
+    captions.number_figures(nb)
     for cell in nb.cells:  # execution metadata changes on every run; keep diffs small
         cell.get("metadata", {}).pop("execution", None)
 

@@ -28,7 +28,7 @@ import labdriver  # noqa: E402
 
 ROOT = labdriver.ROOT
 OUT = ROOT / "docs" / "panels"
-PANEL_CALL = re.compile(r"gl\.widgets\.(\w+)(?:\.from_run)?\(")
+PANEL_CALL = re.compile(r"gl\.widgets\.([A-Z]\w+)(?:\.from_run)?\(")  # a class: a panel (self_check is not one)
 
 
 def panel_cells(rel: str) -> list[tuple[int, str]]:

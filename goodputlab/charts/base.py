@@ -8,12 +8,28 @@ writes that PNG to a file.
 
 from __future__ import annotations
 
+from typing import Any, Iterable, Mapping
+
 import altair as alt
 
 from ..categories import CATEGORIES, COLORS
 
 #: The colour of each ledger category, identical in every chart.
 CATEGORY_SCALE = alt.Scale(domain=list(CATEGORIES), range=[COLORS[c] for c in CATEGORIES])
+
+
+def present(rows: Iterable[Mapping[str, Any]], value: str = "seconds") -> list[str]:
+    """The categories that hold time in ``rows`` (tidy rows with ``category`` and ``value``), in the
+    ledger's order: what a legend lists (one that names a category no bar shows teaches it too early)."""
+    held = {r["category"] for r in rows if (r.get(value) or 0) > 0}
+    return [c for c in CATEGORIES if c in held]
+
+
+def category_scale(categories: Iterable[str]) -> alt.Scale:
+    """The ledger's colours for ``categories`` only (in the ledger's order), so a chart's legend lists
+    the categories it shows, each in the colour it has in every chart."""
+    shown = [c for c in CATEGORIES if c in set(categories)] or [CATEGORIES[0]]
+    return alt.Scale(domain=shown, range=[COLORS[c] for c in shown])
 
 
 def setup_notebook() -> None:

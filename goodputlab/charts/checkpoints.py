@@ -8,7 +8,7 @@ from typing import Any, Iterable, Mapping
 import altair as alt
 
 from ..categories import COLORS
-from .runs import timeline
+from .runs import held, timeline
 
 #: One colour per strategy, the same in every chart of the chapter.
 STRATEGY_COLORS = {"sync": "#1f77b4", "async": "#2ca02c", "dcp": "#9467bd", "memory": "#ff7f0e"}
@@ -56,6 +56,7 @@ def strategy_timelines(results: Mapping[str, Any], width: int = 620, window_s: f
     first that many seconds of each run (a long run's attempts would not fit); the titles are the whole run's.
     """
     panels = []
+    categories = {c for result in results.values() for c in held(result.ledger)}  # one legend for the stack
     for name, result in results.items():
         led = result.ledger
         n_saves = result.summary["checkpoints"]
@@ -64,7 +65,7 @@ def strategy_timelines(results: Mapping[str, Any], width: int = 620, window_s: f
         if window_s is not None and window_s < led.wall_s:
             led = _first_seconds(led, window_s)
             title += f" (its first {window_s:g} s)"
-        panels.append(timeline(led, title=title, width=width))
+        panels.append(timeline(led, title=title, width=width, categories=categories))
     return alt.vconcat(*panels).resolve_scale(x="shared", color="shared")
 
 

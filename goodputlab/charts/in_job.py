@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping
 import altair as alt
 
 from ..categories import CATEGORIES, COLORS, PRODUCTIVE
+from .base import category_scale
 
 #: The colour of simulated points and of the closed form beside them.
 SIMULATED, CLOSED_FORM = "#1f77b4", "#555555"
@@ -86,7 +87,7 @@ def where_the_rest_went(rows: Iterable[Mapping[str, Any]], width: int = 360) -> 
         .encode(
             x=alt.X("share:Q", stack="zero", title="share of the wall time", axis=alt.Axis(format=".1%")),
             y=alt.Y("label:N", sort=order, title=None),
-            color=alt.Color("category:N", title="category", scale=alt.Scale(domain=shown, range=[COLORS[c] for c in shown])),
+            color=alt.Color("category:N", title="category", scale=category_scale(shown)),
             order=alt.Order("order:Q"),
             opacity=alt.condition(pick, alt.value(1.0), alt.value(0.25)),
             tooltip=["label:N", "category:N", alt.Tooltip("share:Q", format=".2%")],
@@ -114,7 +115,7 @@ def replica_timeline(rows: Iterable[Mapping[str, Any]], width: int = 620) -> alt
             x=alt.X("start:Q", title="wall time (s)"),
             x2="end:Q",
             y=alt.Y("lane:N", sort=lanes, title=None),
-            color=alt.Color("category:N", title="category", scale=alt.Scale(domain=shown, range=[COLORS[c] for c in shown])),
+            color=alt.Color("category:N", title="category", scale=category_scale(shown)),
             opacity=alt.condition(pick, alt.value(1.0), alt.value(0.25)),
             tooltip=["lane:N", "category:N", alt.Tooltip("start:Q", format=".2f"), alt.Tooltip("end:Q", format=".2f")],
         )

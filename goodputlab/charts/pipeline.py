@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import altair as alt
 
 from ..categories import COLORS
-from .runs import timeline
+from .runs import held, timeline
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engine.api import RunResult
@@ -64,7 +64,8 @@ def loop_window(result: RunResult) -> tuple[float, float]:
     return start, end
 
 
-def zoomed_timeline(result: RunResult, seconds: float, title: str | None = None, width: int = 620) -> alt.LayerChart:
+def zoomed_timeline(result: RunResult, seconds: float, title: str | None = None, width: int = 620,
+                    categories: Iterable[str] | None = None) -> alt.LayerChart:
     """:func:`goodputlab.charts.timeline` of ``result``, zoomed to the first ``seconds`` of its training loop.
 
     A whole run is mostly start-up at this scale; zoomed in, every data-wait stripe
@@ -72,7 +73,7 @@ def zoomed_timeline(result: RunResult, seconds: float, title: str | None = None,
     """
     start, end = loop_window(result)
     domain = [round(start, 4), round(min(end, start + seconds), 4)]
-    chart = timeline(result.ledger, title=title, width=width)
+    chart = timeline(result.ledger, title=title, width=width, categories=categories)
     bars, rules = chart.layer
     bars.encoding.x.scale = alt.Scale(domain=domain)
     bars.mark.clip = True
@@ -83,9 +84,11 @@ def zoomed_timeline(result: RunResult, seconds: float, title: str | None = None,
 def timelines(results: Mapping[str, RunResult], seconds: float, width: int = 620) -> alt.VConcatChart:
     """One zoomed timeline per run (label -> result), stacked, each over the same loop duration."""
     charts = []
+    categories = {c for result in results.values() for c in held(result.ledger)}  # one legend for the stack
     for label, result in results.items():
         share = result.summary["buckets"]["data_wait"] / result.summary["wall_s"]
-        charts.append(zoomed_timeline(result, seconds, title=f"{label}: data wait {share:.0%} of the run", width=width))
+        charts.append(zoomed_timeline(result, seconds, title=f"{label}: data wait {share:.0%} of the run", width=width,
+                                      categories=categories))
     return alt.vconcat(*charts).resolve_scale(color="shared")
 
 

@@ -8,7 +8,7 @@ import altair as alt
 
 from ..categories import CATEGORIES, COLORS
 from ..engine.ledger import Ledger, Segment, TimelineBins, coalesce
-from .base import CATEGORY_SCALE
+from .base import category_scale, present
 
 
 def _readable_segments(segments: list[Segment], wall_s: float, width_px: int) -> list[Segment]:
@@ -27,11 +27,18 @@ def _readable_segments(segments: list[Segment], wall_s: float, width_px: int) ->
     return coalesce(bins.segments())
 
 
-def timeline(ledger: Ledger, title: str | None = None, width: int = 680) -> alt.LayerChart:
+def held(ledger: Ledger) -> list[str]:
+    """The categories that hold time in ``ledger``, in the ledger's order."""
+    return [c for c in CATEGORIES if ledger.buckets.get(c, 0.0) > 0]
+
+
+def timeline(ledger: Ledger, title: str | None = None, width: int = 680,
+             categories: Iterable[str] | None = None) -> alt.LayerChart:
     """A Gantt strip per attempt (a torchft job: per replica group), coloured by category, with each
     failure marked.
 
-    x is wall time in seconds since the run started.
+    x is wall time in seconds since the run started. The legend lists the categories the run holds,
+    or ``categories`` (timelines stacked on one colour scale pass the union of theirs).
     """
     segs = _readable_segments(ledger.coalesced(), ledger.wall_s, width)
     rows = [
@@ -48,6 +55,7 @@ def timeline(ledger: Ledger, title: str | None = None, width: int = 680) -> alt.
         for s in segs
     ]
     order = list(dict.fromkeys(s.strip for s in segs))  # attempts in time order; a torchft job's replicas in order
+    scale = category_scale(present(rows) if categories is None else categories)
     bars = (
         alt.Chart(alt.InlineData(values=rows))
         .mark_bar(height={"band": 0.8})
@@ -55,7 +63,7 @@ def timeline(ledger: Ledger, title: str | None = None, width: int = 680) -> alt.
             x=alt.X("start:Q", title="wall time (s)", scale=alt.Scale(domain=[0, ledger.wall_s])),
             x2="end:Q",
             y=alt.Y("strip:N", sort=order, title=None),
-            color=alt.Color("category:N", scale=CATEGORY_SCALE, legend=alt.Legend(title="category")),
+            color=alt.Color("category:N", scale=scale, legend=alt.Legend(title="category")),
             tooltip=["category:N", "what:N", "attempt:N", "step:Q", "start:Q", "seconds:Q"],
         )
     )
@@ -94,13 +102,15 @@ def breakdown(runs: Mapping[str, Mapping[str, Any]] | Mapping[str, Any], width: 
                     "share": sec / s["wall_s"] if s["wall_s"] > 0 else 0.0,
                 }
             )
+    shown = present(rows)
+    rows = [r for r in rows if r["category"] in shown]
     return (
         alt.Chart(alt.InlineData(values=rows))
         .mark_bar()
         .encode(
             x=alt.X("share:Q", stack="zero", title="share of wall time", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1])),
             y=alt.Y("run:N", title=None, sort=list(runs)),
-            color=alt.Color("category:N", scale=CATEGORY_SCALE, legend=alt.Legend(title="category")),
+            color=alt.Color("category:N", scale=category_scale(shown), legend=alt.Legend(title="category")),
             order=alt.Order("order:Q"),
             tooltip=["run:N", "category:N", alt.Tooltip("seconds:Q", format=".3f"), alt.Tooltip("share:Q", format=".1%")],
         )

@@ -2,7 +2,7 @@
 the simulator's job at any size.
 
 Plain functions returning Altair charts built from tidy rows; every param and selection has an
-explicit name; ledger categories keep their colours (:data:`~goodputlab.charts.base.CATEGORY_SCALE`).
+explicit name; ledger categories keep their colours (:func:`~goodputlab.charts.base.category_scale`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import altair as alt
 from ..categories import CATEGORIES, COLORS
 from ..distributed.joblog import rank_events
 from ..engine.ledger import build_ledger
-from .base import CATEGORY_SCALE
+from .base import category_scale, present
 
 
 def rank_rows(result, start_s: float | None = None, span_s: float | None = None) -> list[dict[str, Any]]:
@@ -55,6 +55,7 @@ def rank_timelines(result, start_s: float | None = None, span_s: float | None = 
     (in the all-reduce) lines up with the slow rank's longer compute, and the job books it once."""
     rows = rank_rows(result, start_s, span_s)
     tracks = sorted({r["track"] for r in rows if r["track"] != "job"}) + ["job"]
+    scale = category_scale({r["category"] for r in rows})
     return (
         alt.Chart(alt.InlineData(values=rows))
         .mark_bar(height={"band": 0.75})
@@ -62,7 +63,7 @@ def rank_timelines(result, start_s: float | None = None, span_s: float | None = 
             x=alt.X("start:Q", title="wall time (s)", scale=alt.Scale(zero=False)),
             x2="end:Q",
             y=alt.Y("track:N", sort=tracks, title=None),
-            color=alt.Color("category:N", scale=CATEGORY_SCALE, legend=alt.Legend(title="category")),
+            color=alt.Color("category:N", scale=scale, legend=alt.Legend(title="category")),
             tooltip=["track:N", "category:N", "what:N", "step:Q", alt.Tooltip("ms:Q", format=".2f")],
         )
         .properties(width=width, height=26 * len(tracks), title=title or "each rank, and the job they make")
@@ -142,13 +143,15 @@ def scale_sweep_chart(rows: Iterable[Mapping[str, Any]], width: int = 520) -> al
     """Where a job's time goes as it grows: one stacked bar per job size (simulated)."""
     rows = list(rows)
     sizes = sorted({r["ranks"] for r in rows})
+    shown = present(rows, "share")
+    rows = [r for r in rows if r["category"] in shown]
     return (
         alt.Chart(alt.InlineData(values=rows))
         .mark_bar()
         .encode(
             x=alt.X("ranks:O", title="ranks (GPUs)", sort=sizes),
             y=alt.Y("share:Q", stack="zero", title="share of wall time", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1])),
-            color=alt.Color("category:N", scale=CATEGORY_SCALE, legend=alt.Legend(title="category")),
+            color=alt.Color("category:N", scale=category_scale(shown), legend=alt.Legend(title="category")),
             order=alt.Order("order:Q"),
             tooltip=["ranks:O", "category:N", alt.Tooltip("share:Q", format=".1%"), alt.Tooltip("goodput:Q", format=".1%")],
         )

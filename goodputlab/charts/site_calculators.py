@@ -32,8 +32,8 @@ from .site_claim import CLAIM
 from .site_claim import write_page as write_claim_page
 from .site_recorded import write_page as write_recorded_page
 from .site_pages import (  # noqa: F401  (the pages' API, re-exported: conf.py and the tests use it from here)
-    BUNDLE, PAGES_DIR, STATIC, STATIC_DIR, Calculator, Extra, Refs, Signal, Slider, chapter_banner, page_path,
-    vega_bundle, write_pages,
+    BUNDLE, PAGES_DIR, SHELL_BODY, SHELL_TITLE, STATIC, STATIC_DIR, Calculator, Extra, Refs, Signal, Slider,
+    chapter_banner, page_path, vega_bundle, write_pages,
 )
 
 
@@ -93,12 +93,13 @@ INTERVAL = Calculator(
     chapter="book/03_checkpoint_interval",
     intro=("Move the sliders: the optimal intervals (Young's and Daly's) and the goodput at your interval "
            "follow, and so does the curve of goodput against the interval under three models. "
-           "Defaults: the worked example (8.6 failures a day, free saves and restarts, a 2-hour interval)."),
+           "Defaults: chapter 3's example (8.6 failures a day, a 1-minute save, a 10-minute restart) at a "
+           "30-minute interval. Set the save and the restart to 0 for the worked example's free saves."),
     sliders=(
-        Slider("interval_min", "checkpoint every (min)", 1.0, 720.0, 120.0),
-        Slider("save_s", "save cost (s)", 1.0, 1800.0, 0.0, zero=True),
+        Slider("interval_min", "checkpoint every (min)", 1.0, 720.0, 30.0),
+        Slider("save_s", "save cost (s)", 1.0, 1800.0, 60.0, zero=True),
         Slider("mtbf_h", "job MTBF (hours)", 0.25, 200.0, theory.WORKED_EXAMPLE_MTBF_S / 3600.0),
-        Slider("restart_min", "restart (min)", 0.5, 120.0, 0.0, zero=True),
+        Slider("restart_min", "restart (min)", 0.5, 120.0, 10.0, zero=True),
     ),
     signals=(
         Signal("interval_s", lambda r: f"{r['interval_min']} * 60", lambda v: v["interval_min"] * 60.0),
@@ -349,11 +350,13 @@ def for_chapter(pagename: str) -> list:
 
 
 def write_site(site: str | Path, chapter_titles: Mapping[str, str] | None = None,
-               cache: str | Path | None = None) -> list[Path]:
+               cache: str | Path | None = None, shell: str | None = None) -> list[Path]:
     """Write every calculator page, the claim explainer's, the recorded runs' and their JavaScript into a built site; returns the pages.
 
     ``chapter_titles`` maps a chapter's page name to the title its link shows (Sphinx's titles);
-    ``cache``: a folder that keeps the Vega bundle between builds (:func:`vega_bundle`).
+    ``cache``: a folder that keeps the Vega bundle between builds (:func:`vega_bundle`); ``shell``: a page
+    of the book's theme the pages are written into (its header and sidebar; ``book/conf.py`` makes it).
     """
-    return [*write_pages(site, CALCULATORS, chapter_titles, cache), write_claim_page(site, chapter_titles),
-            write_recorded_page(site, chapter_titles, cache=Path(cache) / "recorded" if cache is not None else None)]
+    return [*write_pages(site, CALCULATORS, chapter_titles, cache, shell), write_claim_page(site, chapter_titles, shell=shell),
+            write_recorded_page(site, chapter_titles, cache=Path(cache) / "recorded" if cache is not None else None,
+                                shell=shell)]

@@ -38,7 +38,7 @@ from ..theory.checkpoint_cost import bytes_per_parameter
 from ..theory.checkpoint_tiers import node_loss_share
 from ..theory.units import SECONDS_PER_DAY
 from . import vega_formulas as vf
-from .site_pages import Slider
+from .site_pages import VEGA_SCHEMA, Slider
 
 DEFAULT = cap.ClusterScenario()
 #: Failures that take a node (and its RAM copy): Llama 3's causes, planned ones included, as the Python uses.
@@ -47,6 +47,9 @@ GOLDEN_RATIO = (math.sqrt(5.0) - 1.0) / 2.0
 #: Golden-section steps the page unrolls: the Python's loop stops within 28 from the grid's bracket (the test checks it converged).
 GOLDEN_STEPS = 30
 SPARES_MAX = 1000
+#: The strategies under which "storage every" matters: only a RAM tier on the failing node loses its copy and
+#: falls back to storage (a peer's copy survives; sync and async write every checkpoint to storage).
+DISK_EVERY_STRATEGIES = ("memory, same node",)
 
 SLIDERS = (
     Slider("params_b", "model size (billion parameters)", 1.0, 2000.0, DEFAULT.parameters / 1e9),
@@ -54,7 +57,8 @@ SLIDERS = (
     Slider("gpu_mtbf_years", "per-GPU MTBF (years)", 0.3, 50.0, DEFAULT.gpu_mtbf_years),
     Slider("storage_gbps", "storage bandwidth (GB/s)", 1.0, 20_000.0, DEFAULT.storage_bps / 1e9),
     Slider("strategy", "checkpoint strategy", 0, 0, DEFAULT.strategy, options=cap.STRATEGIES),
-    Slider("disk_every", "RAM tiers: storage every (saves)", 1, 100, DEFAULT.disk_every, scale="linear"),
+    Slider("disk_every", "RAM tier: storage every (saves)", 1, 100, DEFAULT.disk_every, scale="linear",
+           shown_when=("strategy", DISK_EVERY_STRATEGIES)),
     Slider("detect_s", "detection (s)", 1.0, 1800.0, DEFAULT.detect_s),
     Slider("restart_min", "restart: reschedule, init (min)", 0.2, 120.0, DEFAULT.restart_s / 60.0),
     Slider("spares", "hot spares (interruptions absorbed)", 0, SPARES_MAX, DEFAULT.spares, scale="linear", step=10),
@@ -339,7 +343,7 @@ def vega_spec() -> dict:
     signals += [{"name": s.name, "value": s.value} for s in SLIDERS]
     signals += [{"name": o.name, "update": f"length(data('search')) ? data('search')[0].{o.name} : NaN"} for o in OUTPUTS]
     return {
-        "$schema": "https://vega.github.io/schema/vega/v5.json",
+        "$schema": VEGA_SCHEMA,
         "height": 260,
         "padding": 5,
         "autosize": {"type": "fit-x", "contains": "padding", "resize": True},

@@ -70,7 +70,7 @@ def page_path(page: ClaimPage = CLAIM) -> str:
     return f"{PAGES_DIR}/{page.slug}.html"
 
 
-def _page(page: ClaimPage, chapter_title: str) -> str:
+def _page(page: ClaimPage, chapter_title: str, shell: str | None = None) -> str:
     config = {"constants": constants(), "defaults": dict(page.defaults)}
     title = html.escape(chapter_title)
     body = f"""<p>"A RAM copy of each checkpoint took our goodput from 85% to 95% on 8,192 GPUs." A claim like this has two
@@ -91,11 +91,13 @@ makes the claim implausible. <b>Goodput</b> is productive compute over the wall 
 effective training time ratio, counts a save as training time, as papers such as Llama 3 report it. The model is
 <code>goodputlab.theory.claim</code>, run in your browser as JavaScript (a test holds it to the Python
 package to 1e-9): no server, no kernel, nothing downloaded. Back to <a href="../{page.chapter}.html">{title}</a>.</p>"""
-    return html_page(page.title, SCRIPTS, "claim-config", config, page.chapter, chapter_title, body)
+    return html_page(page.title, SCRIPTS, "claim-config", config, page.chapter, chapter_title, body, shell)
 
 
-def write_page(site: str | Path, chapter_titles: Mapping[str, str] | None = None, page: ClaimPage = CLAIM) -> Path:
-    """Write the claim page and its two scripts into a built site; returns the page."""
+def write_page(site: str | Path, chapter_titles: Mapping[str, str] | None = None, page: ClaimPage = CLAIM,
+               shell: str | None = None) -> Path:
+    """Write the claim page and its two scripts into a built site (into the book's themed ``shell``, when
+    given: :func:`~goodputlab.charts.site_pages.html_page`); returns the page."""
     site = Path(site)
     static = site / STATIC_DIR
     static.mkdir(parents=True, exist_ok=True)
@@ -104,5 +106,5 @@ def write_page(site: str | Path, chapter_titles: Mapping[str, str] | None = None
     path = site / page_path(page)
     path.parent.mkdir(parents=True, exist_ok=True)
     title = (chapter_titles or {}).get(page.chapter, page.chapter.rsplit("/", 1)[-1])
-    path.write_text(_page(page, title))
+    path.write_text(_page(page, title, shell))
     return path

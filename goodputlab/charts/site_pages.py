@@ -21,6 +21,9 @@ STATIC = Path(__file__).with_name("site_static")
 PAGES_DIR = "calculators"
 STATIC_DIR = "_static/calculators"
 BUNDLE = "vega-bundle.js"
+#: the schemas of the Vega-Lite and Vega that the bundle loads (vl-convert's), so vega-embed does not warn
+VEGA_LITE_SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"
+VEGA_SCHEMA = "https://vega.github.io/schema/vega/v6.json"
 
 Refs = Mapping[str, str]  # a name -> its expression: the signal itself on a page, ``datum.name`` in a test
 
@@ -41,6 +44,8 @@ class Slider:
     zero: bool = False
     step: float = 1.0
     options: tuple[str, ...] = ()  # a choice (drawn as a list): ``value`` is one of them, lo/hi unused
+    #: ``(control, values)``: shown only while that control has one of these values (elsewhere it changes nothing)
+    shown_when: tuple[str, tuple[str, ...]] | None = None
 
 
 @dataclass(frozen=True)
@@ -94,7 +99,7 @@ class Calculator:
         params += [{"name": s.name, "expr": s.expr(names)} for s in self.signals]
         spec = self.chart()
         return {
-            "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
+            "$schema": VEGA_LITE_SCHEMA,
             "params": params,
             "width": "container",
             "height": 260,
@@ -135,15 +140,38 @@ def page_path(calc: Calculator) -> str:
     return f"{PAGES_DIR}/{calc.slug}.html"
 
 
+#: the placeholders of the book's themed page (``book/conf.py`` renders it) that a live page fills
+SHELL_TITLE = "@@goodputlab-live-title@@"
+SHELL_BODY = "<!--goodputlab-live-body-->"
+
+
 def html_page(title: str, scripts: tuple[str, ...], config_id: str, config: dict, chapter: str, chapter_title: str,
-              body: str) -> str:
+              body: str, shell: str | None = None) -> str:
     """A live page of the site: the shared style, its ``scripts`` (names in ``_static/calculators``, loaded
-    deferred), its ``config`` as JSON in a script tag of id ``config_id``, a nav bar that links the book,
-    ``chapter`` (its page name, e.g. ``book/10_your_cluster``) and every calculator, the title, ``body``."""
+    deferred), its ``config`` as JSON in a script tag of id ``config_id``, a line that links the book,
+    ``chapter`` (its page name, e.g. ``book/10_your_cluster``) and every calculator, the title, ``body``.
+
+    ``shell``: a page of the book's theme holding :data:`SHELL_TITLE` and :data:`SHELL_BODY` (the site's
+    build makes one in ``calculators/``), so the live page wears the book's header, sidebar and fonts;
+    without it, a page of its own.
+    """
     # </script> cannot occur in JSON of our own text, but escape "<" anyway: the JSON sits in a script tag
     data = json.dumps(config).replace("<", "\\u003c")
     static = f"../{STATIC_DIR}"
     tags = "\n".join(f'<script defer src="{static}/{name}"></script>' for name in scripts)
+    content = f"""<div class="goodputlab-live">
+<link rel="stylesheet" href="{static}/calculator.css">
+{tags}
+<script type="application/json" id="{config_id}">{data}</script>
+<nav class="live-nav"><a href="../book/index.html">goodputlab</a> &middot; <a class="chapter" href="../{chapter}.html">{html.escape(chapter_title)}</a>
+&middot; <a href="../book/calculators.html">all calculators</a></nav>
+<h1>{html.escape(title)}</h1>
+{body}
+</div>"""
+    if shell is not None:
+        if SHELL_TITLE not in shell or SHELL_BODY not in shell:
+            raise ValueError("the themed page has no placeholders for a live page's title and body")
+        return shell.replace(SHELL_TITLE, html.escape(title)).replace(SHELL_BODY, content)
     return f"""<!doctype html>
 <html lang="en">
 <head>
@@ -151,23 +179,17 @@ def html_page(title: str, scripts: tuple[str, ...], config_id: str, config: dict
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="icon" href="data:,">
 <title>{html.escape(title)} | goodputlab</title>
-<link rel="stylesheet" href="{static}/calculator.css">
-{tags}
-<script type="application/json" id="{config_id}">{data}</script>
 </head>
-<body>
+<body class="goodputlab-standalone">
 <main>
-<nav><a href="../book/index.html">goodputlab</a> &middot; <a class="chapter" href="../{chapter}.html">{html.escape(chapter_title)}</a>
-&middot; <a href="../book/calculators.html">all calculators</a></nav>
-<h1>{html.escape(title)}</h1>
-{body}
+{content}
 </main>
 </body>
 </html>
 """
 
 
-def _page(calc: Calculator, chapter_title: str) -> str:
+def _page(calc: Calculator, chapter_title: str, shell: str | None = None) -> str:
     config = {
         "spec": calc.spec(),
         "sliders": [s.__dict__ for s in calc.sliders],
@@ -188,7 +210,7 @@ def _page(calc: Calculator, chapter_title: str) -> str:
 <div id="chart"></div>
 <p class="note">{calc.note} Runs in your browser: no server, no kernel, nothing downloaded.
 Back to <a href="{chapter}">{html.escape(chapter_title)}</a>.</p>"""
-    return html_page(calc.title, scripts, "calculator-config", config, calc.chapter, chapter_title, body)
+    return html_page(calc.title, scripts, "calculator-config", config, calc.chapter, chapter_title, body, shell)
 
 
 def vega_bundle(cache: str | Path | None = None) -> str:
@@ -206,16 +228,19 @@ def vega_bundle(cache: str | Path | None = None) -> str:
 
 
 def write_pages(site: str | Path, calculators, chapter_titles: Mapping[str, str] | None = None,
-                cache: str | Path | None = None) -> list[Path]:
+                cache: str | Path | None = None, shell: str | None = None) -> list[Path]:
     """Write the ``calculators``' pages and the JavaScript they share into a built site; returns the pages.
 
     ``chapter_titles`` maps a chapter's page name to the title its link shows (Sphinx's titles);
-    ``cache``: a folder that keeps the Vega bundle between builds (:func:`vega_bundle`).
+    ``cache``: a folder that keeps the Vega bundle between builds (:func:`vega_bundle`); ``shell``: the
+    book's themed page they are written into (:func:`html_page`).
     """
     site = Path(site)
     static = site / STATIC_DIR
     static.mkdir(parents=True, exist_ok=True)
-    (static / BUNDLE).write_text(vega_bundle(cache))
+    # in a function of its own: its top-level names (one is `_`) would clash with the theme's scripts', as
+    # classic scripts share one global scope; it hands out vegaEmbed, vega and vegaLite through `window`
+    (static / BUNDLE).write_text(f"(function () {{\n{vega_bundle(cache)}\n}})();\n")
     extras = {calc.extra.script for calc in calculators if calc.extra is not None}
     for name in ("calculator.js", "calculator.css", *sorted(extras)):
         (static / name).write_text((STATIC / name).read_text())
@@ -224,7 +249,7 @@ def write_pages(site: str | Path, calculators, chapter_titles: Mapping[str, str]
         path = site / page_path(calc)
         path.parent.mkdir(parents=True, exist_ok=True)
         title = (chapter_titles or {}).get(calc.chapter, calc.chapter.rsplit("/", 1)[-1])
-        path.write_text(_page(calc, title))
+        path.write_text(_page(calc, title, shell))
         written.append(path)
     return written
 

@@ -59,9 +59,16 @@ def index(folder: Path = RECORDED_DIR) -> list[dict]:
 
 
 def _fit(spec: dict) -> dict:
-    """The chart as wide as the page (a phone's too), not the notebook's 680 px."""
-    spec = dict(spec, width="container", autosize={"type": "fit-x", "contains": "padding"})
-    return spec
+    """The chart as wide as the page (a phone's too), not the notebook's 680 px; its legend under the plot in
+    rows, where a strip of one or two attempts leaves it room (beside it, a legend taller than the strip
+    was cut off after five or six entries)."""
+    config = dict(spec.get("config", {}))
+    # three entries a row fit a phone; text of 11 px and more stays legible there
+    config["legend"] = {**config.get("legend", {}), "orient": "bottom", "direction": "horizontal", "columns": 3,
+                        "labelFontSize": 11, "titleFontSize": 12, "labelLimit": 120}
+    config["axis"] = {**config.get("axis", {}), "labelFontSize": 11, "titleFontSize": 12}
+    config["title"] = {**config.get("title", {}), "fontSize": 13}
+    return dict(spec, width="container", autosize={"type": "fit-x", "contains": "padding"}, config=config)
 
 
 def charts(name: str, folder: Path = RECORDED_DIR, validate: bool = False) -> dict:
@@ -101,7 +108,7 @@ def _data_script(name: str, folder: Path, cache: Path | None) -> str:
     return text
 
 
-def _page(rows: list[dict], chapter_title: str) -> str:
+def _page(rows: list[dict], chapter_title: str, shell: str | None = None) -> str:
     config = {"runs": rows, "levers": [[key, label] for key, label, _ in LEVERS], "data_dir": SLUG}
     body = """<p>Real runs of the lab's training job, recorded with the package (a real process, really killed and
 restarted; <code>gl.recorded_runs()</code> lists them). Choose the levers, then a run: its timeline (one strip
@@ -115,14 +122,15 @@ per attempt, each failure marked) and where its wall time went.</p>
 click from each chapter) trains the model for real on your machine with any setting, not only these: another
 interval, MTBF, strategy or failure mode, its own seed, your own training loop through <code>gl.Recorder</code>,
 and the simulator and sweeps the chapters run beside it. Charts drawn in your browser, nothing downloaded.</p>"""
-    return html_page(TITLE, (BUNDLE, SCRIPT), "recorded-config", config, CHAPTER, chapter_title, body)
+    return html_page(TITLE, (BUNDLE, SCRIPT), "recorded-config", config, CHAPTER, chapter_title, body, shell)
 
 
 def write_page(site: str | Path, chapter_titles: Mapping[str, str] | None = None, folder: Path = RECORDED_DIR,
-               cache: str | Path | None = None, names: list[str] | None = None) -> Path:
+               cache: str | Path | None = None, names: list[str] | None = None, shell: str | None = None) -> Path:
     """Write the recorded runs' page, its script and one data file per run into a built site; returns the page.
 
-    ``cache``: a folder that keeps each run's charts between builds; ``names``: only these runs (a test).
+    ``cache``: a folder that keeps each run's charts between builds; ``names``: only these runs (a test);
+    ``shell``: the book's themed page it is written into (:func:`~goodputlab.charts.site_pages.html_page`).
     """
     site = Path(site)
     (site / STATIC_DIR).mkdir(parents=True, exist_ok=True)
@@ -134,5 +142,5 @@ def write_page(site: str | Path, chapter_titles: Mapping[str, str] | None = None
         path.write_text(_data_script(row["name"], folder, Path(cache) if cache is not None else None))
     page = site / page_path()
     title = (chapter_titles or {}).get(CHAPTER, CHAPTER.rsplit("/", 1)[-1])
-    page.write_text(_page(rows, title))
+    page.write_text(_page(rows, title, shell))
     return page

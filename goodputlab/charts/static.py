@@ -23,6 +23,7 @@ import re
 import struct
 import textwrap
 import zlib
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 import altair as alt
@@ -174,9 +175,45 @@ def _size(svg_doc: str) -> tuple[float, float]:
     return float(m.group(1)), float(m.group(2))
 
 
+@dataclass(frozen=True)
+class Table:
+    """Rows of ``(label, value, note)`` in a panel's static figure: the label plain, the value bold, the
+    note small and grey after it (wrapped under the value when the line is full)."""
+
+    rows: tuple[tuple[str, str, str], ...]
+    size: int = 13
+
+
+def _table_svg(table: Table) -> tuple[str, float, float]:
+    """A table as SVG: (fragment, width, height). Labels in one column, values and notes in the next."""
+    size, small = table.size, max(11, table.size - 1)
+    label_w = min(MAX_WIDTH_PX * 0.45, max(len(label) for label, _, _ in table.rows) * size * CHAR_WIDTH_EM)
+    x_value = 8 + label_w + 14
+    room = MAX_WIDTH_PX - x_value
+    out, y, width = [], 0.0, 0.0
+    for label, value, note in table.rows:
+        labels = textwrap.wrap(label, max(8, int(label_w / (size * CHAR_WIDTH_EM)))) or [""]
+        value_w = len(value) * size * CHAR_WIDTH_EM
+        notes = textwrap.wrap(note, max(8, int(room / (small * CHAR_WIDTH_EM)))) if note else []
+        line = round(size * 1.45)
+        top = y
+        for i, text in enumerate(labels):
+            out.append(f"<text x='8' y='{top + (i + 1) * line - round(size * 0.35)}' font-size='{size}' {_FONT} "
+                       f"fill='#333'>{html.escape(text)}</text>")
+        out.append(f"<text x='{x_value:.0f}' y='{top + line - round(size * 0.35)}' font-size='{size}' {_FONT} "
+                   f"font-weight='bold'>{html.escape(value)}</text>")
+        for i, text in enumerate(notes):
+            out.append(f"<text x='{x_value:.0f}' y='{top + line + (i + 1) * round(small * 1.4) - round(small * 0.35)}' "
+                       f"font-size='{small}' {_FONT} fill='#666'>{html.escape(text)}</text>")
+        y = top + max(len(labels) * line, line + len(notes) * round(small * 1.4)) + 4
+        width = max(width, x_value + max([value_w] + [len(t) * small * CHAR_WIDTH_EM for t in notes]))
+    out.append(f"<line x1='8' x2='{width:.0f}' y1='{y + 1:.0f}' y2='{y + 1:.0f}' stroke='#ddd'/>")
+    return "".join(out), width + 8, y + 8
+
+
 def stack_png(parts: Iterable[Any], scale: float = SCALE) -> bytes:
-    """One PNG of ``parts`` from top to bottom: each a chart (Altair or spec) or a line of text
-    (``str``, or ``(text, font size, bold)``)."""
+    """One PNG of ``parts`` from top to bottom: each a chart (Altair or spec), a :class:`Table`, or a line of
+    text (``str``, or ``(text, font size, bold)``)."""
     import vl_convert as vlc
 
     blocks: list[tuple[str, float, float]] = []  # (svg fragment, width, height)
@@ -185,8 +222,10 @@ def stack_png(parts: Iterable[Any], scale: float = SCALE) -> bytes:
     def flush():
         if pending:
             # text as wide as a chart at most (charts.fit): longer lines wrap at words
+            # a bullet's later lines hang under its text
             pending[:] = [(line, size, bold) for text, size, bold in pending
-                          for line in (textwrap.wrap(text, chars_per_line(size)) or [""])]
+                          for line in (textwrap.wrap(text, chars_per_line(size),
+                                                     subsequent_indent="   " if text.startswith("• ") else "") or [""])]
             frag, h = _text_svg(pending, 0)
             blocks.append((frag, 8 + max(len(t) * s * CHAR_WIDTH_EM for t, s, _ in pending), h))
             pending.clear()
@@ -196,6 +235,9 @@ def stack_png(parts: Iterable[Any], scale: float = SCALE) -> bytes:
             pending.append((part, 13, False))
         elif isinstance(part, tuple):
             pending.append(part)
+        elif isinstance(part, Table):
+            flush()
+            blocks.append(_table_svg(part))
         else:
             flush()
             doc = svg(part)

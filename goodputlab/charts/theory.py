@@ -18,7 +18,7 @@ import numpy as np
 from .. import theory, validate
 from ..categories import CATEGORIES
 from ..errors import check
-from .base import CATEGORY_SCALE
+from .base import category_scale, present
 
 #: Colours of the models, identical in every chart of the theory.
 MODEL_COLORS: dict[str, str] = {
@@ -356,11 +356,13 @@ def breakdown_side_by_side(rows: Iterable[Mapping[str, Any]], width: int = 560, 
     :meth:`goodputlab.theory.SimResult.breakdown_rows`,
     :meth:`goodputlab.theory.RunPrediction.breakdown_rows` and
     :func:`summary_rows` return them. Colours are the ledger's
-    (``CATEGORY_SCALE``); clicking a legend entry highlights one category
+    (``category_scale``: the legend lists the categories that hold time); clicking a legend entry highlights one category
     (selection ``category_pick``).
     """
     rows = [dict(r, order=CATEGORIES.index(r["category"])) for r in rows]
     runs = list(dict.fromkeys(r["run"] for r in rows))
+    shown = present(rows, "share")
+    rows = [r for r in rows if r["category"] in shown]
     pick = alt.selection_point(name="category_pick", fields=["category"], bind="legend")
     return (
         alt.Chart(alt.InlineData(values=rows))
@@ -368,7 +370,7 @@ def breakdown_side_by_side(rows: Iterable[Mapping[str, Any]], width: int = 560, 
         .encode(
             x=alt.X("share:Q", stack="zero", title="share of wall time", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1])),
             y=alt.Y("run:N", title=None, sort=runs),
-            color=alt.Color("category:N", scale=CATEGORY_SCALE, legend=alt.Legend(title="category")),
+            color=alt.Color("category:N", scale=category_scale(shown), legend=alt.Legend(title="category")),
             order=alt.Order("order:Q"),
             opacity=alt.condition(pick, alt.value(1.0), alt.value(0.25)),
             tooltip=["run:N", "category:N", alt.Tooltip("seconds:Q", format=",.1f"), alt.Tooltip("share:Q", format=".1%")],

@@ -3,8 +3,8 @@
 A check never raises on a wrong or missing answer: the lab notebook runs top to
 bottom either way, and the :class:`Scoreboard` at the end says what is done.
 Every check is written as a function of a non-empty answer and wrapped in
-:func:`check`, which answers ``None`` (the starter's answer) with the exercise's
-hint and turns an answer it cannot read (a string for a number, a list for a
+:func:`check`, which answers ``None`` (the starter's answer) with a line that asks
+for a try (the exercise's hint comes with a wrong answer, not before) and turns an answer it cannot read (a string for a number, a list for a
 set...) into a friendly line instead of a traceback.
 
 Feedback says what was expected (the unit, the kind of answer), what looks wrong
@@ -36,8 +36,19 @@ class CheckResult:
         return f"{self.name}: {'passed' if self.passed else 'not yet'} - {self.message}"
 
 
-def unanswered(name: str, hint: str) -> CheckResult:
-    return CheckResult(name, False, f"no answer yet ({hint})")
+#: what a check says before any answer: the hint (often the formula) waits for a first try
+UNANSWERED = "no answer yet: put yours in the cell above and run both cells (a hint comes with your first try)"
+
+
+def unanswered(name: str) -> CheckResult:
+    return CheckResult(name, False, UNANSWERED)
+
+
+def with_hint(result: CheckResult, hint: str) -> CheckResult:
+    """A failed check's result with the exercise's hint after its own message (a passed one unchanged)."""
+    if result.passed or hint in result.message:
+        return result
+    return CheckResult(result.name, False, f"{result.message.rstrip('.')}. Hint: {hint}.")
 
 
 class AnswerError(ValueError):
@@ -47,20 +58,22 @@ class AnswerError(ValueError):
 def check(name: str, hint: str) -> Callable:
     """Make ``fn(answer, ...) -> CheckResult`` a check that never raises.
 
-    ``None`` gets "no answer yet" with ``hint``; an :class:`AnswerError` (raised by the
-    readers below) becomes a "not yet" with its message; any other exception a "not yet"
-    that says the answer could not be checked, with the hint.
+    ``None`` gets "no answer yet" without the hint: the hint often holds the formula, and a
+    participant should try before reading it. A wrong answer gets its own feedback and then the
+    hint; an :class:`AnswerError` (raised by the readers below: an answer of the wrong kind) becomes
+    a "not yet" with its message and the hint; any other exception a "not yet" that says the answer
+    could not be checked, with the hint.
     """
 
     def wrap(fn: Callable[..., CheckResult]) -> Callable[..., CheckResult]:
         @functools.wraps(fn)
         def checked(answer: Any, *args: Any, **kwargs: Any) -> CheckResult:
             if answer is None:
-                return unanswered(name, hint)
+                return unanswered(name)
             try:
-                return fn(answer, *args, **kwargs)
+                return with_hint(fn(answer, *args, **kwargs), hint)
             except AnswerError as e:
-                return CheckResult(name, False, str(e))
+                return with_hint(CheckResult(name, False, str(e)), hint)
             except Exception as e:  # a check must not stop the notebook
                 return CheckResult(name, False, f"could not check {answer!r} ({type(e).__name__}: {e}); {hint}")
 

@@ -23,6 +23,7 @@ from .recovery import RecoveryRunPanel  # chapter 6
 from .recovery_at_scale import PolicyPanel, RecoveryPanel  # chapters 2 and 3
 from .run_panel import RunPanel  # chapter 1
 from .scaling import ScalingPanel  # chapter 7
+from .self_check import SelfCheck, self_check  # a question inside a chapter's section
 from .serving import ServingPanel  # chapter 9
 from .theory import CheckpointCalculator, ClusterPanel, IntervalPanel  # chapters 2 and 3
 from .watch import Watch, watch  # gl.watch: a running job's breakdown
@@ -46,10 +47,12 @@ __all__ = [
     "Watch",
     "RunPanel",
     "ScalingPanel",
+    "SelfCheck",
     "ServingPanel",
     "WorkshopDashboard",
     "big_number",
     "chart_widget",
+    "self_check",
     "set_big_number",
     "show_panel",
     "watch",

@@ -14,6 +14,7 @@ import altair as alt
 import ipywidgets as W
 
 from ..charts import capstone as capstone_charts
+from ..charts.site_capstone import DISK_EVERY_STRATEGIES
 from ..errors import ConfigError
 from ..theory import capstone, human_duration
 from .common import big_number, chart_widget, definitions_note, set_big_number, show_panel
@@ -94,6 +95,8 @@ class CapstonePanel:
 
     def compute(self) -> capstone.ClusterResult | None:
         """Evaluate the controls' scenario and redraw; None (and a message) on a bad combination."""
+        # "storage every" changes nothing unless the RAM copy can be lost with its node: hidden otherwise
+        self.disk_every.layout.display = "" if self.strategy.value in DISK_EVERY_STRATEGIES else "none"
         try:
             scenario = self.scenario()
         except ConfigError as e:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 import shutil
+from html.parser import HTMLParser
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import altair as alt
 import ipywidgets as W
@@ -28,6 +29,8 @@ def _settings_text(widget: W.Widget) -> str | None:
         return None
     if not isinstance(widget, W.ValueWidget) or not getattr(widget, "description", ""):
         return None
+    if widget.layout.display == "none":  # a control hidden because it changes nothing now
+        return None
     value = widget.value
     if hasattr(widget, "options") and hasattr(widget, "label") and widget.label is not None:
         value = widget.label
@@ -40,6 +43,112 @@ def _strip_tags(markup: str) -> str:
     import re
 
     return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", markup)).split())
+
+
+class _Blocks(HTMLParser):
+    """An HTML widget's text as blocks: table rows, list items, and lines of runs (text, bold)."""
+
+    BLOCK = {"div", "p", "br", "h1", "h2", "h3", "h4"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.blocks: list[tuple[str, Any]] = []  # ("row", [cells]) | ("item", text) | ("line", [(text, bold)])
+        self.bold: list[bool] = []  # per open tag: whether it makes its text bold
+        self.runs: list[tuple[str, bool]] = []
+        self.cells: list[str] | None = None
+        self.item: list[str] | None = None
+        self.hidden = 0  # inside <style> or <script>
+
+    def _flush(self) -> None:
+        text = "".join(t for t, _ in self.runs).strip()
+        if text:
+            self.blocks.append(("line", self.runs))
+        self.runs = []
+
+    def handle_starttag(self, tag, attrs):
+        style = (dict(attrs).get("style") or "").replace(" ", "")
+        if tag in ("style", "script"):
+            self.hidden += 1
+        if tag in self.BLOCK or tag in ("table", "ul", "ol", "li", "tr"):
+            self._flush()
+        if tag == "tr":
+            self.cells = []
+        elif tag in ("td", "th") and self.cells is not None:
+            self.cells.append("")
+        elif tag == "li":
+            self.item = []
+        if tag != "br":
+            self.bold.append(tag in ("b", "strong") or "font-weight:bold" in style)
+
+    def handle_endtag(self, tag):
+        if tag in ("style", "script"):
+            self.hidden = max(0, self.hidden - 1)
+        if tag == "tr" and self.cells is not None:
+            self.blocks.append(("row", [" ".join(c.split()) for c in self.cells]))
+            self.cells = None
+        elif tag == "li" and self.item is not None:
+            self.blocks.append(("item", " ".join("".join(self.item).split())))
+            self.item = None
+        elif tag in self.BLOCK:
+            self._flush()
+        if self.bold and tag != "br":
+            self.bold.pop()
+
+    def handle_data(self, data):
+        if self.hidden:
+            return
+        if self.cells is not None and self.cells:
+            self.cells[-1] += data
+        elif self.item is not None:
+            self.item.append(data)
+        else:
+            self.runs.append((data, any(self.bold)))
+
+    def close(self):
+        super().close()
+        self._flush()
+
+
+def html_parts(markup: str) -> list:
+    """An HTML widget's content for a panel's static figure, as a reader would scan it: a table's rows and
+    a headline figure (``label value note``, the value in bold) as a :class:`~goodputlab.charts.static.Table`,
+    a list's items as bullets, other text as plain lines."""
+    from ..charts.static import Table
+
+    parser = _Blocks()
+    parser.feed(markup)
+    parser.close()
+    parts: list = []
+    rows: list[tuple[str, str, str]] = []
+
+    def flush_rows(size: int = 13):
+        if rows:
+            parts.append(Table(tuple(rows), size))
+            rows.clear()
+
+    for kind, content in parser.blocks:
+        if kind == "row" and len(content) >= 2:
+            rows.append((content[0], content[1], " ".join(content[2:])))
+            continue
+        flush_rows()
+        if kind == "row":
+            parts.append((" ".join(content), 12, False))
+        elif kind == "item":
+            parts.append((f"• {content}", 12, False))
+        else:
+            first = next((i for i, (_, bold) in enumerate(content) if bold and _.strip()), None)
+            text = lambda runs: " ".join("".join(t for t, _ in runs).split())  # noqa: E731
+            if first is None:
+                parts.append((text(content), 13, False))
+                continue
+            last = max(i for i, (t, bold) in enumerate(content) if bold and t.strip())
+            label, value, note = text(content[:first]), text(content[first:last + 1]), text(content[last + 1:])
+            if label:
+                parts.append(Table(((label, value, note),), 14))
+            else:
+                parts.append((f"{value} {note}".strip(), 15, True))
+    flush_rows()
+    return parts
 
 
 def panel_static_parts(widget: W.Widget) -> list:
@@ -64,9 +173,7 @@ def panel_static_parts(widget: W.Widget) -> list:
             if w.spec:  # a LiveChart's spec is fitted to the output area
                 shown.append(w.spec)
         elif isinstance(w, W.HTML):
-            text = _strip_tags(w.value)
-            if text:
-                shown.append((text, 15, True))
+            shown.extend(html_parts(w.value))
         elif isinstance(w, W.Label):
             if w.value:
                 shown.append(w.value)

@@ -155,7 +155,9 @@ class WorkshopDashboard:
         results = W.VBox([self.headline, self.prediction_line, self.timeline, self.breakdown, PanelNote(LEDGER_NOTE)],
                          layout=W.Layout(flex="1 1 auto", min_width="0"))
         self.widget = W.VBox([self.controls.widget, W.HBox([levers, results])])
+        self.preview: tuple[str, RunResult] | None = None  # a recorded run drawn until the first Run
         self.predict()
+        self._show_preview()
 
     # --- what the levers mean -----------------------------------------------------------------------
     def levers(self) -> dict[str, W.Widget]:
@@ -232,7 +234,7 @@ class WorkshopDashboard:
             f"{p.failures:.1f} failures expected (lab model; costs measured on {source}, data wait from the stall model"
             f"{mode_note})</span></div>"
         )
-        if self.result is not None:
+        if self.result is not None or self.preview is not None:
             self._draw_breakdown()
         return p
 
@@ -255,12 +257,27 @@ class WorkshopDashboard:
     def _forget_old_runs(self) -> None:
         self.history = forget_old_runs(self.history, self.history_size, self.out_root)
 
+    def _show_preview(self) -> None:
+        """Before the first Run, draw the recorded run nearest to the levers, so the dashboard (and its
+        static figure on the website) shows a run rather than empty charts. It is not a run of the
+        session: ``result``, ``history`` and :meth:`figures` leave it out."""
+        config = self.config()
+        nearest = nearest_recorded(config)
+        preview = recorded_run(nearest.name)
+        self.preview = (nearest.name, preview)
+        set_big_number(self.headline, "goodput", f"{preview.goodput:.1%}",
+                       f"a recorded run like these levers ({nearest.name!r}); press Run to train your own")
+        self.timeline.chart = charts.timeline(preview.ledger, width=CHART_WIDTH)
+        self._draw_breakdown()
+
     def _draw_breakdown(self) -> None:
         rows = []
         if self.prediction is not None:
             rows += self.prediction.breakdown_rows("theory, these levers")
         for label, summary in reversed(self.history):
             rows += charts.theory.summary_rows(summary, label)
+        if not self.history and self.preview is not None:
+            rows += charts.theory.summary_rows(self.preview[1].summary, f"recorded run {self.preview[0]!r}")
         self.breakdown.chart = charts.theory.breakdown_side_by_side(
             rows, width=CHART_WIDTH - 120, title="where the time went: the theory for the levers, then your runs (newest first)")
 

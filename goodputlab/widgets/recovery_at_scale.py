@@ -8,6 +8,7 @@ directly.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import altair as alt
@@ -28,6 +29,10 @@ DOMAIN_SIZES = (1, 2, 4, 8, 16, 32, 64)
 LLAMA3_LOSS_RATE = theory.LLAMA3_INTERRUPTIONS / (theory.LLAMA3_GPUS * theory.LLAMA3_DURATION_S)
 
 
+#: the baseline the panel compares with: Llama 3's 54 days with the chapter's costs (the sliders' defaults)
+BASELINE = {"detect_min": 1.5, "restart_min": 5.0, "spares": 0, "interruption_scale": 1.0, "shape": 1.0, "interval_min": 10.0}
+
+
 class RecoveryPanel:
     """Llama 3's 54 days on 16,384 GPUs with the recovery levers on sliders.
 
@@ -44,16 +49,16 @@ class RecoveryPanel:
 
     def __init__(self, trials: int = 200, seed: int = 0, save_s: float = 5.0, restore_s: float = 60.0):
         self.trials, self.seed, self.save_s, self.restore_s = trials, seed, save_s, restore_s
-        self.detect_min = log_slider(1.5, 0.05, 30.0, "detection (min)")
-        self.restart_min = log_slider(5.0, 0.5, 60.0, "restart: reschedule, init (min)")
+        self.detect_min = log_slider(BASELINE["detect_min"], 0.05, 30.0, "detection (min)")
+        self.restart_min = log_slider(BASELINE["restart_min"], 0.5, 60.0, "restart: reschedule, init (min)")
         self.spares = W.IntSlider(value=0, min=0, max=600, step=10, description="hot spares (interruptions)",
                                   continuous_update=False)
         self.spare_swap_s = log_slider(60.0, 5.0, 600.0, "spare swap-in (s)")
         self.correlated = float_slider(0.0, 0.0, 1.0, 0.05, "share lost as domains", fmt=".0%")
         self.domain = W.SelectionSlider(options=list(DOMAIN_SIZES), value=8, description="devices per domain",
                                         continuous_update=False)
-        self.shape = log_slider(1.0, 0.4, 3.0, "Weibull shape (1: Poisson)")
-        self.interval_min = log_slider(10.0, 1.0, 240.0, "checkpoint every (min)")
+        self.shape = log_slider(BASELINE["shape"], 0.4, 3.0, "Weibull shape (1: Poisson)")
+        self.interval_min = log_slider(BASELINE["interval_min"], 1.0, 240.0, "checkpoint every (min)")
         self.headline = big_number("goodput")
         self.facts = W.HTML()
         self.status = W.Label(value="")
@@ -109,8 +114,7 @@ class RecoveryPanel:
             self.status.value = f"not simulated: {e}"
             return None
         if self.baseline is None:
-            self.baseline = simulate(self.config(detect_min=1.5, restart_min=5.0, spares=0, interruption_scale=1.0,
-                                                 shape=1.0, interval_min=10.0))
+            self.baseline = simulate(self.config(**BASELINE))
         self.result = simulate(config)
         self.status.value = ""
         self.redraw()
@@ -139,24 +143,40 @@ class RecoveryPanel:
             "spare_share": hit,
         }
 
+    def typical(self) -> dict[str, float]:
+        """A typical improvement of each lever over the baseline, shown while its slider sits at the baseline."""
+        base = self.config(**BASELINE)
+        return {"detect_min": 10 / 60, "restart_min": 1.0, "spares": 300,
+                "interruption_scale": recovery_at_scale.domain_interruption_rate(1, 1.0, 8, 0.5), "shape": 0.7,
+                "interval_min": round(theory.young_interval(self.save_s, base.job_mtbf_s) / 60, 1)}
+
     def lever_rows(self) -> list[dict]:
-        """Goodput points each lever, set alone to its slider value, adds to the baseline (closed forms)."""
-        base_cfg = self.config(detect_min=1.5, restart_min=5.0, spares=0, interruption_scale=1.0, shape=1.0, interval_min=10.0)
-        base = self.closed_form(base_cfg)
-        levers = {
-            f"detection {self.detect_min.value:.3g} min": dict(detect_min=self.detect_min.value),
-            f"restart {self.restart_min.value:.3g} min": dict(restart_min=self.restart_min.value),
-            f"{self.spares.value} hot spares": dict(spares=self.spares.value),
-            f"{self.correlated.value:.0%} lost as domains of {self.domain.value}": dict(interruption_scale=self.interruption_scale()),
-            f"Weibull shape {self.shape.value:.2g}": dict(shape=self.shape.value),
-            f"checkpoint every {self.interval_min.value:.3g} min": dict(interval_min=self.interval_min.value),
-        }
+        """Goodput points each lever, set alone, adds to the baseline (closed forms): at its slider's value, or, while
+        the slider sits at the baseline (where it adds nothing), at a typical improvement (:meth:`typical`), so the
+        chart shows what each lever is worth from the first view. ``typical`` says which."""
+        base = self.closed_form(self.config(**BASELINE))
+        typical = self.typical()
+        chosen = {"detect_min": self.detect_min.value, "restart_min": self.restart_min.value, "spares": self.spares.value,
+                  "interruption_scale": self.interruption_scale(), "shape": self.shape.value,
+                  "interval_min": self.interval_min.value}
         rows = []
-        for name, change in levers.items():
-            g = self.closed_form(self.config(**{**dict(detect_min=1.5, restart_min=5.0, spares=0, interruption_scale=1.0,
-                                                       shape=1.0, interval_min=10.0), **change}))
-            rows.append({"lever": name, "points": 100.0 * (g - base), "goodput": g})
+        for key, value in chosen.items():
+            at_base = math.isclose(value, BASELINE[key], rel_tol=1e-9, abs_tol=1e-12)
+            v = typical[key] if at_base else value
+            g = self.closed_form(self.config(**{**BASELINE, key: v}))
+            rows.append({"lever": self._lever_name(key, v) + (" (typical)" if at_base else ""),
+                         "points": 100.0 * (g - base), "goodput": g, "typical": at_base})
         return rows
+
+    def _lever_name(self, key: str, v: float) -> str:
+        if key == "interruption_scale":  # the share of losses as domains, at the slider's domain size (8 if typical)
+            if v == self.interruption_scale():
+                return f"{self.correlated.value:.0%} lost as domains of {self.domain.value}"
+            return "50% lost as domains of 8"
+        detect = f"{60 * v:.0f} s" if v < 1 else f"{v:.3g} min"
+        return {"detect_min": f"detection {detect}", "restart_min": f"restart {v:.3g} min",
+                "spares": f"{v:.0f} hot spares", "shape": f"Weibull shape {v:.2g}",
+                "interval_min": f"checkpoint every {v:.3g} min"}[key]
 
     def redraw(self) -> None:
         if self.result is None:
@@ -174,7 +194,8 @@ class RecoveryPanel:
             + self.result.breakdown_rows("your settings"),
             title="54 days of 16,384 GPUs (simulated mean)",
         )
-        self.lever_chart.chart = recovery_charts.lever_chart(self.lever_rows())
+        self.lever_chart.chart = recovery_charts.lever_chart(
+            self.lever_rows(), title="what each lever is worth alone (closed form; typical: until you move its slider)")
 
     def _ipython_display_(self) -> None:
         show_panel(self.widget)

@@ -85,8 +85,16 @@ async function main() {
     }
     document.body.dataset.ready = String(Number(document.body.dataset.ready || 0) + 1);
   };
+  const labels = {};
+  // a control that changes nothing under the others' current values is hidden (Slider.shown_when)
+  const showControls = () => {
+    for (const s of config.sliders) {
+      if (s.shown_when) labels[s.name].hidden = !s.shown_when[1].includes(String(view.signal(s.shown_when[0])));
+    }
+  };
   for (const s of config.sliders) {
     const label = document.createElement("label");
+    labels[s.name] = label;
     const name = document.createElement("span");
     name.textContent = s.label;
     const choice = s.options && s.options.length > 0; // a list of choices, not a slider
@@ -106,6 +114,7 @@ async function main() {
       value.textContent = shown(s, v);
       view.signal(s.name, v);
       await view.runAsync();
+      showControls();
       show();
     };
     input.addEventListener(choice ? "change" : "input", () => set(choice ? input.value : toValue(s, input.value)));
@@ -114,6 +123,7 @@ async function main() {
     value.dataset.value = String(s.value);
     value.textContent = shown(s, s.value);
   }
+  showControls();
   show();
 }
 
