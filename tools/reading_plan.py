@@ -58,7 +58,7 @@ SELF_CHECKS: dict[str, str] = {
     "3-young": "## The worked example, and where the back-of-envelope misleads",
     "3-first-order": "## When failures are not Poisson",
     "3-restart": "## Move the curve",
-    "4-snapshot": "## Four strategies, one run",
+    "4-snapshot": "## Four strategies at a cluster's ratios",
     "4-lag": "## Measured: what a process kill and a node kill leave of a RAM tier",
     "4-peer": "## Steer it",
     "5-supply": "## Overlap: workers and prefetch",
@@ -154,8 +154,8 @@ CAPTIONS: dict[int, list[tuple[str, str, str]]] = {
          "One save with each strategy. The dark part blocks training; the light part runs in the background until "
          "the save is durable."),
         ("strategy_timelines(", "fig-strategy-timelines",
-         "The same run four times, one per strategy, killed at the same steps. Blue stripes are blocking saves, "
-         "purple ones restores."),
+         "The first seconds of the same run four times, one per strategy, on the same failure draws. Blue stripes "
+         "are blocking saves, purple ones restores."),
         ("r.summary for name, r in runs.items()", "fig-strategy-breakdown",
          "Where each strategy's run spent its wall time."),
         ("durability.goodput_vs_interval(", "fig-durable-curves",
