@@ -76,3 +76,23 @@ def test_bad_fixed_setting_fails_at_construction(tmp_path):
 
     with pytest.raises(ConfigError):
         RunPanel(steps=0, out_root=tmp_path)
+
+
+def test_after_a_run_the_panel_predicts_the_next_one_from_its_measured_costs(tmp_path):
+    panel = RunPanel(steps=40, out_root=tmp_path, seed=3, threads=1)
+    panel.workers.value, panel.mtbf.value, panel.io_latency_ms.value, panel.ckpt_every.value = 0, 0.0, 2.0, 10
+    assert panel.predicted_goodput() is None and panel.prediction.value == ""  # nothing measured yet
+    first = panel.run_once()
+    assert panel.timings is not None and panel.read_s >= 0
+    # the callback: a slider moved redraws the prediction; the model says more latency costs goodput
+    at_2ms = panel.predicted_goodput()
+    panel.io_latency_ms.value = 20.0
+    assert "the model predicts" in panel.prediction.value
+    at_20ms = panel.predicted_goodput()
+    assert at_20ms < at_2ms
+    # more workers hide the latency again, in the model
+    panel.workers.value = 2
+    assert panel.predicted_goodput() > at_20ms
+    second = panel.run_once()
+    assert panel.predictions[-1]["measured"] == second.goodput
+    assert "the model predicted" in panel.headline.value and first.summary["completed"]

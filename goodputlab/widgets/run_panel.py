@@ -1,5 +1,7 @@
 """Chapter 1's panel: sliders for checkpoint interval, pipeline depth and failure rate,
-a Run button that runs a short real experiment, and charts that redraw."""
+a Run button that runs a short real experiment, and charts that redraw. Once a run has measured the
+lab's costs, the panel also says what the lab model predicts for the sliders' settings, before the
+next run measures it."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ from ..engine.api import RunResult
 from ..engine.config import RunConfig
 from ..engine.scratch import scratch_dir
 from ..recovery.modes import restart_warning
+from ..theory.data_stall import steady_state_wait_s
+from ..theory.lab_model import RunTimings, predict_run
 from .common import (LEDGER_NOTE, PanelNote, RunControls, big_number, chart_widget, forget_old_runs, set_big_number,
                      show_panel)
 from .layout import float_slider
@@ -42,17 +46,24 @@ class RunPanel:
         self.controls = RunControls(steps)
         self.button, self.progress, self.status = self.controls.button, self.controls.progress, self.controls.status
         self.headline = big_number("goodput")
+        self.prediction = W.HTML()
+        self.timings: RunTimings | None = None  # the last run's measured costs, for the model's prediction
+        self.read_s = 0.0  # what loading a batch costs the loop besides the storage latency (measured with 0 workers)
+        self.predictions: list[dict[str, float]] = []  # {predicted, measured} of each run made after the first
         self.timeline = chart_widget(_EMPTY)
         self.breakdown = chart_widget(_EMPTY)
         self.history: list[tuple[str, dict]] = []
         self.result: RunResult | None = None
         self.workers.observe(self._on_workers, names="value")
+        for control in (self.ckpt_every, self.mtbf, self.workers, self.prefetch, self.io_latency_ms):
+            control.observe(lambda _: self.show_prediction(), names="value")
         self.button.on_click(lambda _: self.run_once())
         self.widget = W.VBox(
             [
                 W.HBox([W.VBox([self.ckpt_every, self.mtbf]), W.VBox([self.workers, self.prefetch, self.io_latency_ms])]),
                 self.controls.widget,
                 self.headline,
+                self.prediction,
                 self.timeline,
                 self.breakdown,
                 PanelNote("The timeline is the last run, one strip per worker process; the bars set your last "
@@ -82,19 +93,58 @@ class RunPanel:
         mtbf = f"MTBF {config.mtbf:g}s" if config.mtbf > 0 else "no failures"
         return f"#{len(self.history) + 1}: ckpt {config.ckpt_every}, {mtbf}, depth {config.pipeline_depth}"
 
+    # --- the model's prediction -------------------------------------------------------------
+    def predicted_goodput(self, config: RunConfig | None = None) -> float | None:
+        """The lab model's goodput for ``config`` (default: the sliders'), fed the last run's measured costs;
+        None before a run has measured them. The data wait per step comes from the pipeline model
+        (:func:`~goodputlab.theory.data_stall.steady_state_wait_s`) with the latency and workers chosen."""
+        if self.timings is None:
+            return None
+        config = config or self.config()
+        tm = self.timings
+        busy = tm.compute_s + tm.step_other_s
+        wait = steady_state_wait_s(config.io_latency_ms / 1000, 0.0, config.workers, busy, read_s=self.read_s)
+        timings = RunTimings(**{**tm.to_dict(), "data_wait_s": wait})
+        return predict_run(timings, config.steps, config.ckpt_every, config.mtbf if config.mtbf > 0 else float("inf")).goodput
+
+    def show_prediction(self) -> None:
+        try:
+            predicted = self.predicted_goodput()
+        except Exception:  # a bad combination of sliders: the Run button says why
+            predicted = None
+        self.prediction.value = (
+            "" if predicted is None else
+            f"<b>the model predicts {predicted:.1%}</b> for these settings (fed your last run's measured costs); "
+            "press Run to measure it")
+
     # --- running ----------------------------------------------------------------------------
     def run_once(self) -> RunResult | None:
         """Run the experiment the controls describe and redraw; returns its result (None on bad input)."""
+        predicted = self.predicted_goodput() if self.timings is not None else None
         started = self.controls.run(self.config, self.out_root / f"run-{len(self.history) + 1:03d}")
         if started is None:
             return None
         config, result = started
+        if predicted is not None:
+            self.predictions.append({"predicted": predicted, "measured": result.goodput})
+        self._learn(config, result)
         self.result = result
         self.history.append((self.label(config), result.summary))
         self._forget_old_runs()
         self.redraw()
         return result
 
+
+    def _learn(self, config: RunConfig, result: RunResult) -> None:
+        """Keep the run's measured costs for the next prediction."""
+        from ..experiments.interval_sweep import measure_timings
+
+        try:
+            self.timings = measure_timings(result.events)
+        except Exception:  # a run without a completed step teaches nothing
+            return
+        if config.workers == 0:
+            self.read_s = max(0.0, self.timings.data_wait_s - config.io_latency_ms / 1000)
 
     def _forget_old_runs(self) -> None:
         self.history = forget_old_runs(self.history, self.history_size, self.out_root)
@@ -104,12 +154,15 @@ class RunPanel:
         if self.result is None:
             return
         s = self.result.summary
+        predicted = (f"; the model predicted {self.predictions[-1]['predicted']:.1%}"
+                     if self.predictions and self.predictions[-1]["measured"] == s["goodput"] else "")
         set_big_number(
             self.headline,
             "goodput",
             f"{s['goodput']:.1%}",
-            f"wall {s['wall_s']:.1f} s, {s['failures']} failures, {s['checkpoints']} checkpoints",
+            f"wall {s['wall_s']:.1f} s, {s['failures']} failures, {s['checkpoints']} checkpoints{predicted}",
         )
+        self.show_prediction()
         self.timeline.chart = charts.timeline(self.result.ledger)
         self.breakdown.chart = charts.breakdown(dict(self.history))
         done = "done" if s["completed"] else f"stopped: {s['stop_reason']}"
