@@ -70,26 +70,9 @@ def _positive(field: str, value: float | None, allowed: str) -> None:
 
 def run_serve_bench(args: argparse.Namespace) -> int:
     """Check the input, start the workers, measure one rate or search; print text or JSON."""
-    from ..serving import SLO, parse_mix
-    from ..serving.cluster import ServerConfig, ServerError, ServingCluster
+    from ..serving.cluster import ServerError, ServingCluster
 
-    if not args.search:
-        check(args.rate is not None, "rate", "(missing)", "requests per second > 0 (required unless --search)")
-    if args.rate is not None:
-        _positive("rate", args.rate, "requests per second > 0")
-    slo = SLO(args.ttft_ms, args.tpot_ms)
-    check(args.duration is not None and math.isfinite(args.duration) and 0 < args.duration <= MAX_DURATION_S, "duration",
-          args.duration, f"seconds > 0 and <= {MAX_DURATION_S:g}")
-    check(0 <= args.seed <= MAX_SEED, "seed", args.seed, f"a whole number between 0 and 2**64-1 ({MAX_SEED})")
-    check(math.isfinite(args.target) and 0 < args.target <= 1, "target", args.target, "a share of requests in (0, 1]")
-    _positive("max_rate", args.max_rate, "requests per second > 0")
-    _positive("tolerance", args.tolerance, "a relative width > 0")
-    check(args.max_probes >= 1, "max_probes", args.max_probes, "a whole number >= 1")
-    start = args.rate if args.rate is not None else min(4.0, args.max_rate)
-    check(start <= args.max_rate, "rate", start, f"at most --max-rate ({args.max_rate:g})")
-    mix = parse_mix(args.mix)
-    config = ServerConfig(mode=args.mode, model=args.model, seed=args.seed, max_batch=args.max_batch)
-    config.check_mix(mix)
+    slo, mix, config, start = _checked_bench_input(args)
 
     def say(text: str) -> None:
         if not args.quiet:
@@ -115,19 +98,50 @@ def run_serve_bench(args: argparse.Namespace) -> int:
     except ServerError as e:
         print(f"goodputlab serve-bench: the server failed: {e}", file=sys.stderr)
         return EXIT_SERVER_ERROR
-
-    head = {"mode": config.mode, "model": config.model, "mix": mix.name, "seed": args.seed,
-            "ttft_slo_ms": slo.ttft_ms, "tpot_slo_ms": slo.tpot_ms, "server": description}
     if args.json:
-        out = dict(head)
-        if result is not None:
-            out.update({"goodput_rps": result.goodput_rps, "target": result.target, "capped": result.capped,
-                        "floored": result.floored, "statement": result.statement(),
-                        "probes": [p.summary() for p in result.probes]})
-        out.update(_headline(best))
-        print(json.dumps(out, indent=1))
-        return 0
+        _print_bench_json(args, config, mix, slo, description, result, best)
+    else:
+        _print_bench_text(args, mix, slo, description, result, best)
+    return 0
 
+
+def _checked_bench_input(args: argparse.Namespace):
+    """``(slo, mix, server config, the first rate)`` from the flags; a bad value raises a ConfigError naming it."""
+    from ..serving import SLO, parse_mix
+    from ..serving.cluster import ServerConfig
+
+    if not args.search:
+        check(args.rate is not None, "rate", "(missing)", "requests per second > 0 (required unless --search)")
+    if args.rate is not None:
+        _positive("rate", args.rate, "requests per second > 0")
+    slo = SLO(args.ttft_ms, args.tpot_ms)
+    check(args.duration is not None and math.isfinite(args.duration) and 0 < args.duration <= MAX_DURATION_S, "duration",
+          args.duration, f"seconds > 0 and <= {MAX_DURATION_S:g}")
+    check(0 <= args.seed <= MAX_SEED, "seed", args.seed, f"a whole number between 0 and 2**64-1 ({MAX_SEED})")
+    check(math.isfinite(args.target) and 0 < args.target <= 1, "target", args.target, "a share of requests in (0, 1]")
+    _positive("max_rate", args.max_rate, "requests per second > 0")
+    _positive("tolerance", args.tolerance, "a relative width > 0")
+    check(args.max_probes >= 1, "max_probes", args.max_probes, "a whole number >= 1")
+    start = args.rate if args.rate is not None else min(4.0, args.max_rate)
+    check(start <= args.max_rate, "rate", start, f"at most --max-rate ({args.max_rate:g})")
+    mix = parse_mix(args.mix)
+    config = ServerConfig(mode=args.mode, model=args.model, seed=args.seed, max_batch=args.max_batch)
+    config.check_mix(mix)
+    return slo, mix, config, start
+
+
+def _print_bench_json(args, config, mix, slo, description: str, result, best) -> None:
+    out = {"mode": config.mode, "model": config.model, "mix": mix.name, "seed": args.seed,
+           "ttft_slo_ms": slo.ttft_ms, "tpot_slo_ms": slo.tpot_ms, "server": description}
+    if result is not None:
+        out.update({"goodput_rps": result.goodput_rps, "target": result.target, "capped": result.capped,
+                    "floored": result.floored, "statement": result.statement(),
+                    "probes": [p.summary() for p in result.probes]})
+    out.update(_headline(best))
+    print(json.dumps(out, indent=1))
+
+
+def _print_bench_text(args, mix, slo, description: str, result, best) -> None:
     print(description)
     print(f"workload: {mix.describe()}; Poisson arrivals, seed {args.seed}")
     print(f"SLOs: {slo.describe()}")
@@ -138,7 +152,7 @@ def run_serve_bench(args: argparse.Namespace) -> int:
         print(result.statement())
         print(f"\n{'goodput_rps':<13}{result.goodput_rps:g}" + ("  (at least)" if result.capped else ""))
         if best is None:
-            return 0
+            return
         print(f"at the goodput rate ({best.rate_rps:g} req/s for {best.duration_s:.3g} s):")
     else:
         print(f"rate {best.rate_rps:g} req/s for {best.duration_s:.3g} s of arrivals, measured until {best.horizon_s:.2f} s")
@@ -148,7 +162,6 @@ def run_serve_bench(args: argparse.Namespace) -> int:
         value = h[key]
         print(f"{key:<13}{'never (unfinished requests)' if value is None else f'{value:.1f}'}")
     print(f"{'requests':<13}{h['requests']}   ({best.finished} finished)")
-    return 0
 
 
 def _headline(m) -> dict:

@@ -208,28 +208,37 @@ def tiered_goodput(
         r = restarts[tier]
         if shape == 1.0:  # Poisson: every sum is geometric, in closed form
             row, reward[i] = _poisson_state(j, r, first, cycle, ram_lag_s, disk_lag, mtbf_s, k, p, interval_s)
-            for target, prob in row.items():
-                transition[i, index[target]] += prob
-            continue
-        n_max = _terms_needed(r + first + ram_lag_s, cycle, survival)
-        ram = _at_least(r + first + ram_lag_s, cycle, survival, n_max)
-        p_n = ram - np.append(ram[1:], 0.0)  # P(N = n)
-        # a failure that keeps the node: restore the newest RAM checkpoint
-        kept_ram = float(ram[1:].sum())  # E[N]
-        for residue in range(k):
-            transition[i, index[((j + residue) % k, 0)]] += (1.0 - p) * float(p_n[residue::k].sum())
-        # a failure that takes the node: back to the newest storage copy (crossed every k-th checkpoint)
-        disk = _at_least(r + first + disk_lag, cycle, survival, n_max)
-        first_disk = (k - j) % k or k  # checkpoint n of this period is a storage copy when (j + n) % k == 0
-        kept_disk = -j + k * float(disk[first_disk::k].sum())
-        transition[i, index[(0, 1)]] += p
-        reward[i] = interval_s * ((1.0 - p) * kept_ram + p * kept_disk)
+        else:
+            row, reward[i] = _renewal_state(j, r, first, cycle, ram_lag_s, disk_lag, survival, k, p, interval_s)
+        for target, prob in row.items():
+            transition[i, index[target]] += prob
     # stationary distribution: pi (P - I) = 0, sum(pi) = 1
     a = np.vstack([(transition - np.eye(2 * k)).T, np.ones(2 * k)])
     b = np.zeros(2 * k + 1)
     b[-1] = 1.0
     pi = np.linalg.lstsq(a, b, rcond=None)[0]
     return (1.0 - data_stall_fraction) * float(pi @ reward) / mtbf_s
+
+
+def _renewal_state(j: int, r: float, first: float, cycle: float, ram_lag: float, disk_lag: float, survival,
+                   k: int, p: float, interval_s: float) -> tuple[dict[tuple[int, int], float], float]:
+    """One state ``(j, tier)`` of :func:`tiered_goodput`'s chain under renewal failures: where a failure
+    leaves the restored checkpoint (``{(j', tier'): probability}``) and the work kept, in seconds."""
+    row: dict[tuple[int, int], float] = {}
+    n_max = _terms_needed(r + first + ram_lag, cycle, survival)
+    ram = _at_least(r + first + ram_lag, cycle, survival, n_max)
+    p_n = ram - np.append(ram[1:], 0.0)  # P(N = n)
+    # a failure that keeps the node: restore the newest RAM checkpoint
+    kept_ram = float(ram[1:].sum())  # E[N]
+    for residue in range(k):
+        target = ((j + residue) % k, 0)
+        row[target] = row.get(target, 0.0) + (1.0 - p) * float(p_n[residue::k].sum())
+    # a failure that takes the node: back to the newest storage copy (crossed every k-th checkpoint)
+    disk = _at_least(r + first + disk_lag, cycle, survival, n_max)
+    first_disk = (k - j) % k or k  # checkpoint n of this period is a storage copy when (j + n) % k == 0
+    kept_disk = -j + k * float(disk[first_disk::k].sum())
+    row[(0, 1)] = row.get((0, 1), 0.0) + p
+    return row, interval_s * ((1.0 - p) * kept_ram + p * kept_disk)
 
 
 def simulate_tiered(

@@ -213,47 +213,9 @@ def in_job_goodput(
     m = validate.whole("min_groups", min_groups, 1, g)
     timeout = validate.seconds("collective_timeout_s", collective_timeout_s)
     overhead = validate.share("step_overhead_share", step_overhead_share)
-    away = relaunch + heal
-    k_stop = g - m + 1
-    group_rate = rate / g
-    if k_stop == 1:
-        regime, time_to_stop, missing, relaunch_part = "restart", 1.0 / rate, 0.0, 0.0
-    elif k_stop == 2:
-        regime = "two-away"
-        time_to_stop, _, away_seconds = two_away_stop(rate, g, away)
-        missing = 0.0 if math.isinf(time_to_stop) else away_seconds / (g * time_to_stop)
-        # an attempt, cut short by any failure, relaunches for E[min(R, X)] of its E[min(W, X)]
-        relaunch_part = -math.expm1(-rate * relaunch) / -math.expm1(-rate * away) if away > 0 else 0.0
-    else:
-        regime = "stationary"
-        q = away_share(group_rate, away)
-        stop_rate = rate * (1.0 - q) * _binomial_pmf(g - 1, k_stop - 1, q)
-        time_to_stop = math.inf if stop_rate == 0 else 1.0 / stop_rate
-        missing = q
-        relaunch_part = -math.expm1(-group_rate * relaunch) / q if q > 0 else 0.0
-
-    first_cycle, later_cycle = cycle_times(tau, blocking, lag)
-    # E[rec]: restarted by every failure during it, each of which queues again
-    recovery = math.expm1(rate * rec) / rate + queue * math.exp(rate * rec)
-    if math.isinf(time_to_stop):  # no stop ever: the survivors' share of the cycle
-        kept_per_s, restarts_per_s, cycle_weight, bound = tau / later_cycle, 0.0, 1.0, 0.0
-    else:
-        nu = 1.0 / time_to_stop
-        first_durable = first_cycle + lag
-        kept = tau * math.exp(-nu * first_durable) / -math.expm1(-nu * later_cycle)
-        cycle = recovery + time_to_stop
-        kept_per_s, restarts_per_s = kept / cycle, math.exp(rate * rec) / cycle
-        cycle_weight = time_to_stop / cycle
-        # For any law of T the durable checkpoints number between (T - a)+ / c2 and one more, and
-        # E[(T - a)+] lies within a P(T < a) of E[T] - a: one interval per cycle, plus a P(T < a)
-        # bounded by the exponential's; the missing groups' share of the lost tail (at most the
-        # cycle and the lag, at 1/G) is the other term.
-        bound = 0.0 if regime == "restart" else (
-            tau * (1.0 + first_durable / later_cycle * -math.expm1(-nu * first_durable))
-            + (later_cycle + lag) / g
-        ) / cycle
-    if regime == "stationary":
-        bound = math.nan
+    regime, time_to_stop, missing, relaunch_part = _stops(rate, g, m, relaunch, relaunch + heal)
+    kept_per_s, restarts_per_s, cycle_weight, bound = _kept_between_stops(
+        tau, blocking, lag, rec, queue, rate, time_to_stop, regime, g)
     missing_wall = missing * cycle_weight
     # the failures that leave the job training stall every group for the timeout (none with one group)
     leaving_training = rate - (0.0 if math.isinf(time_to_stop) else 1.0 / time_to_stop)  # per second of training
@@ -273,6 +235,51 @@ def in_job_goodput(
         stall_share=training * stall,
         overhead_share=training * (1.0 - stall) * overhead,
     )
+
+
+def _stops(rate: float, g: int, m: int, relaunch: float, away: float) -> tuple[str, float, float, float]:
+    """How the job stops: ``(regime, mean time to a whole-job stop, the missing groups' share, the relaunch's
+    share of a group's time away)``, for failures at ``rate`` over ``g`` groups that stop the job below ``m``."""
+    k_stop = g - m + 1
+    group_rate = rate / g
+    if k_stop == 1:
+        return "restart", 1.0 / rate, 0.0, 0.0
+    if k_stop == 2:
+        time_to_stop, _, away_seconds = two_away_stop(rate, g, away)
+        missing = 0.0 if math.isinf(time_to_stop) else away_seconds / (g * time_to_stop)
+        # an attempt, cut short by any failure, relaunches for E[min(R, X)] of its E[min(W, X)]
+        relaunch_part = -math.expm1(-rate * relaunch) / -math.expm1(-rate * away) if away > 0 else 0.0
+        return "two-away", time_to_stop, missing, relaunch_part
+    q = away_share(group_rate, away)
+    stop_rate = rate * (1.0 - q) * _binomial_pmf(g - 1, k_stop - 1, q)
+    time_to_stop = math.inf if stop_rate == 0 else 1.0 / stop_rate
+    relaunch_part = -math.expm1(-group_rate * relaunch) / q if q > 0 else 0.0
+    return "stationary", time_to_stop, q, relaunch_part
+
+
+def _kept_between_stops(tau: float, blocking: float, lag: float, rec: float, queue: float, rate: float,
+                        time_to_stop: float, regime: str, g: int) -> tuple[float, float, float, float]:
+    """The checkpoint cycle between whole-job stops: ``(work kept per second, job restarts per second, the share
+    of the wall that is training, the error bound)`` (renewal-reward; the bound as :func:`in_job_goodput` says)."""
+    first_cycle, later_cycle = cycle_times(tau, blocking, lag)
+    # E[rec]: restarted by every failure during it, each of which queues again
+    recovery = math.expm1(rate * rec) / rate + queue * math.exp(rate * rec)
+    if math.isinf(time_to_stop):  # no stop ever: the survivors' share of the cycle
+        return tau / later_cycle, 0.0, 1.0, (math.nan if regime == "stationary" else 0.0)
+    nu = 1.0 / time_to_stop
+    first_durable = first_cycle + lag
+    kept = tau * math.exp(-nu * first_durable) / -math.expm1(-nu * later_cycle)
+    cycle = recovery + time_to_stop
+    # For any law of T the durable checkpoints number between (T - a)+ / c2 and one more, and
+    # E[(T - a)+] lies within a P(T < a) of E[T] - a: one interval per cycle, plus a P(T < a)
+    # bounded by the exponential's; the missing groups' share of the lost tail (at most the
+    # cycle and the lag, at 1/G) is the other term.
+    bound = 0.0 if regime == "restart" else (
+        tau * (1.0 + first_durable / later_cycle * -math.expm1(-nu * first_durable)) + (later_cycle + lag) / g
+    ) / cycle
+    if regime == "stationary":
+        bound = math.nan
+    return kept / cycle, math.exp(rate * rec) / cycle, time_to_stop / cycle, bound
 
 
 def predict(config: SimConfig) -> InJobPrediction:
