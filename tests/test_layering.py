@@ -148,6 +148,7 @@ TORCH_MODULES = {
     "goodputlab.distributed.worker",
     "goodputlab.distributed.ft_worker",
     "goodputlab.distributed.warm_agent",  # a torchrun agent started ahead of time: imports torch's launcher
+    "goodputlab.distributed.node_agent",  # an emulated node's torchrun agent, its rendezvous store bound first
     "goodputlab.experiments.checkpoint_stall",
     "goodputlab.efficiency.sweep",
     "goodputlab.serving.kv",

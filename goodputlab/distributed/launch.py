@@ -36,6 +36,8 @@ from .binding import bind_address, is_bindable_address
 #: The job attempts before this torchrun started (set by the supervisor of an emulated cluster, which
 #: relaunches every node's torchrun itself): a rank's attempt is this plus torchrun's restart count.
 ATTEMPT_BASE_ENV = "GOODPUTLAB_ATTEMPT_BASE"
+#: torchrun, with the c10d rendezvous store bound to the hosting node's address (an emulated node 0)
+NODE_AGENT_MODULE = "goodputlab.distributed.node_agent"
 MAX_NPROC = 1024  # ranks on one machine; far past any machine's accelerators or cores
 MAX_NNODES = 100_000
 MAX_EMULATED_NODES = 8  # network namespaces on one machine (--emulate-nodes): each runs --nproc ranks
@@ -152,12 +154,15 @@ class TorchrunLaunch:
         return self.nproc * self.nnodes
 
     def command(self, python: str, module: str, module_args: list[str], rdzv_file: str | None = None) -> list[str]:
-        """The argument vector that starts ``python -m torch.distributed.run`` for ``python -m module``.
+        """The argument vector that starts ``python -m torch.distributed.run`` for ``python -m module``
+        (:data:`NODE_AGENT_MODULE` instead for the machine that hosts the rendezvous at its ``bind_host``).
 
         ``rdzv_file``: on one machine, the private file that holds the rendezvous (created by
         the caller, mode ``0o600``; :class:`~goodputlab.distributed.launcher.TorchrunJob` does).
         """
-        cmd = [python, "-m", "torch.distributed.run"]
+        # the agent that hosts the rendezvous at a node's own address binds its store there first (node_agent)
+        agent = NODE_AGENT_MODULE if self.rdzv_is_host and self.bind_host is not None else "torch.distributed.run"
+        cmd = [python, "-m", agent]
         seconds = str(max(1, math.ceil(self.rdzv_timeout_s)))  # torchrun reads whole seconds
         if self.nnodes == 1:
             if rdzv_file is None:
