@@ -25,8 +25,6 @@ from pathlib import Path
 
 from ..engine import events as E
 
-CKPT_DIR = "ckpt"
-
 
 def is_due(config, step_done: int) -> bool:
     """Is a checkpoint due after ``step_done`` committed steps (``--ckpt-every``; none after the last)?"""
@@ -41,7 +39,7 @@ def save(run_dir: Path, config, events, built, step_done: int, batch_size: int) 
 
     events.emit(E.W_CKPT_SAVE, step=step_done)
     state = capture_state(built.model, built.optimizer, built.scheduler, step_done, {"batch_size": batch_size})
-    path = CheckpointStore(run_dir / CKPT_DIR, config.keep).save(state, step_done)
+    path = CheckpointStore.of_run(run_dir, config.keep).save(state, step_done)
     events.emit(E.M_CKPT_COMMIT, ckpt_step=step_done, tier="disk", path=str(path))
 
 
@@ -52,7 +50,7 @@ def restore(run_dir: Path, config, events, built) -> int:
     from ..checkpoints.store import CheckpointStore
 
     events.emit(E.W_RESTORE, step=0)
-    store = CheckpointStore(run_dir / CKPT_DIR, config.keep)
+    store = CheckpointStore.of_run(run_dir, config.keep)  # this job's checkpoints only
     found = store.load_newest_valid(
         on_invalid=lambda c, why: events.emit(E.M_CKPT_INVALID, ckpt_step=c.step, tier="disk", reason=why),
         accept=lambda c, state: check_training_state(state, c.step, built.model, built.optimizer),

@@ -334,7 +334,7 @@ def serve_as_spare(config: RunConfig, run_dir: Path, t0: float, control) -> tupl
 
 def main(argv: list[str] | None = None) -> int:
     from ..safe_io import read_regular
-    from .worker import _die_with_parent  # the kernel kills this replica if the supervisor dies
+    from ..procs import die_with_parent
 
     p = argparse.ArgumentParser(prog="python -m goodputlab.distributed.ft_worker", description=__doc__)
     p.add_argument("--run-dir", type=Path, required=True)
@@ -346,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--control-fd", type=int, default=None, help="the supervisor's control pipe (recovery.control)")
     p.add_argument("--resume", action="store_true", help="start from the run's newest valid checkpoint (a first launch)")
     args = p.parse_args(argv)
-    _die_with_parent()
+    die_with_parent(os.getppid())  # the kernel kills this replica if the supervisor (or its agent) dies
     config = RunConfig.from_dict(json.loads(read_regular(args.run_dir / "config.json", 1 << 20)))
     if args.standby:
         from ..recovery.control import ControlChannel, ControlClosed

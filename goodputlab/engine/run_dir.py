@@ -34,11 +34,11 @@ import time
 import uuid
 from pathlib import Path
 
+from ..checkpoints.ownership import MARKER  # marks a run folder; flock-ed by the run using it
 from ..errors import ConfigError
 from ..recovery.disk_full import BALLAST  # what --failure-mode disk-full fills the disk with
 from ..safe_io import FileLock, LockHeld, UnsafeFileError, is_link, open_regular, remove_entry, reserve_space
 
-MARKER = ".goodputlab-run"  # marks a run folder; flock-ed by the run using it
 RESERVE = ".goodputlab-reserve"  # disk space set aside for the end of the run
 RESERVE_BYTES = 1 << 20  # the last events, the worker's log tail and summary.json: a few kB
 RUN_ARTIFACTS = ("ckpt", "logs", "ranks", "events.jsonl", "summary.json", "config.json", RESERVE, BALLAST)
@@ -218,9 +218,10 @@ def claim_run_dir(out: str | Path, overwrite: bool = False, resume: bool = False
     except (UnsafeFileError, OSError) as e:
         why = str(e) if isinstance(e, UnsafeFileError) else (e.strerror or str(e))
         raise ConfigError("out", shown, f"a folder that can be created and written ({why})") from None
-    try:  # the run id stays the folder's for as long as runs reuse it
+    try:  # the run id stays the folder's for as long as runs reuse it; the job id is this start's alone
         run_id = marker_run_id(path) or uuid.uuid4().hex
-        lock.write_owner(run_id=run_id, pid=os.getpid(), host=socket.gethostname(), started_unix=time.time())
+        lock.write_owner(run_id=run_id, job_id=uuid.uuid4().hex, resume=resume, pid=os.getpid(), host=socket.gethostname(),
+                         started_unix=time.time())
     except OSError as e:
         lock.release()
         raise ConfigError("out", shown, f"a folder that can be created and written ({e.strerror or e})") from None

@@ -392,7 +392,7 @@ def add_restart_check(summary: dict, config: RunConfig) -> None:
 
 def newest_valid_step(out: Path, config: RunConfig) -> int:
     try:
-        return CheckpointStore(out / "ckpt", config.keep).newest_valid_step()
+        return CheckpointStore.of_run(out, config.keep).newest_valid_step()
     except (ValueError, OSError):  # no usable checkpoint folder at all
         return 0
 

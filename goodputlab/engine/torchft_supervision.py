@@ -36,6 +36,7 @@ from .interrupts import RunInterrupted
 from .launch import WorkerCrashed, worker_env
 from .run_dir import RunDir
 from ..errors import ConfigError
+from ..procs import dies_with_this_process
 from ..safe_io import write_atomic
 from .supervision import POLL_S, Progress, budget_reason, check_resume, newest_valid_step, poisson_failure_rng
 from .torchrun_supervision import TorchrunSupervision, start_job_folder
@@ -67,12 +68,6 @@ def lighthouse_command() -> list[str] | None:
     here = Path(sys.executable).parent / "torchft_lighthouse"
     script = str(here) if here.exists() else shutil.which("torchft_lighthouse")
     return [script] if script else None
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 class _Tail:
@@ -168,7 +163,7 @@ class TorchftSupervision:
                 self.place.lighthouse([*self.lighthouse_bin, "--min_replicas", "1", "--bind", self.place.lighthouse_bind,
                                        "--join_timeout_ms", str(JOIN_TIMEOUT_MS), "--heartbeat_timeout_ms", str(HEARTBEAT_TIMEOUT_MS)]),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=dies_with_this_process(),
             )
 
     def _env(self, replica: int = 0) -> dict:
@@ -192,8 +187,9 @@ class TorchftSupervision:
             command, env = self._group_launch(replica, command, env)
         command = self.place.wrap(replica, command)  # in its emulated node's namespace, if any
         with open(self.logs[replica], "wb") as log:
-            self.procs[replica] = subprocess.Popen(
+            self.procs[replica] = subprocess.Popen(  # it dies with us: a group's torchrun agent too
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                preexec_fn=dies_with_this_process(),
             )
         self._follow_replica(replica)
 

@@ -79,7 +79,7 @@ def set_up(config: RunConfig, run_dir: Path, events) -> Run:
     )
     # A file far larger than this model's state is damage (or an attack), not something to read.
     max_file_bytes = 4 * preset.state_bytes + (256 << 20)
-    store = CheckpointStore(run_dir / "ckpt", keep=config.keep, max_file_bytes=max_file_bytes)
+    store = CheckpointStore.of_run(run_dir, keep=config.keep, max_file_bytes=max_file_bytes)  # this job's
     tier = strategies.open_tier(config, max_file_bytes)  # e.g. the supervisor's RAM tier for --ckpt memory
     events.emit(
         E.M_WORKER_INFO,
