@@ -57,6 +57,13 @@ MANIFEST_MAX_BYTES = 1 << 20  # a manifest lists a handful of files: a few hundr
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
+def state_file_cap(state_bytes: int) -> int:
+    """The largest checkpoint file a run of a model whose training state is ``state_bytes`` reads (bytes): four
+    times that state, and 256 MiB more. A file listed as larger is damage or an attack, refused before a byte is
+    read (the machine's default, half its RAM, let a 2 GiB sparse ``state.pt`` cost 2.3 GB per torchft replica)."""
+    return 4 * state_bytes + (256 << 20)
+
+
 class CheckpointWarning(UserWarning):
     """A checkpoint was damaged and skipped."""
 

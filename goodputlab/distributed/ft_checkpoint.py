@@ -35,11 +35,11 @@ def is_due(config, step_done: int) -> bool:
 def save(run_dir: Path, config, events, built, step_done: int, batch_size: int) -> None:
     """Save the state after ``step_done`` steps (this group is the saver): ``ckpt_save``, then ``ckpt_commit``."""
     from ..checkpoints.state import capture_state
-    from ..checkpoints.store import CheckpointStore
+    from ..checkpoints.store import CheckpointStore, state_file_cap
 
     events.emit(E.W_CKPT_SAVE, step=step_done)
     state = capture_state(built.model, built.optimizer, built.scheduler, step_done, {"batch_size": batch_size})
-    path = CheckpointStore.of_run(run_dir, config.keep).save(state, step_done)
+    path = CheckpointStore.of_run(run_dir, config.keep, state_file_cap(built.preset.state_bytes)).save(state, step_done)
     events.emit(E.M_CKPT_COMMIT, ckpt_step=step_done, tier="disk", path=str(path))
 
 
@@ -47,10 +47,11 @@ def restore(run_dir: Path, config, events, built) -> int:
     """Load the newest valid checkpoint into ``built`` (booked ``restore``); its step, or 0 when none loads.
     A damaged one is skipped (``ckpt_invalid``) for the next older one."""
     from ..checkpoints.state import apply_state, check_training_state
-    from ..checkpoints.store import CheckpointStore
+    from ..checkpoints.store import CheckpointStore, state_file_cap
 
     events.emit(E.W_RESTORE, step=0)
-    store = CheckpointStore.of_run(run_dir, config.keep)  # this job's checkpoints only
+    # this job's checkpoints only; a file listed as larger than this model's state allows is refused unread
+    store = CheckpointStore.of_run(run_dir, config.keep, state_file_cap(built.preset.state_bytes))
     found = store.load_newest_valid(
         on_invalid=lambda c, why: events.emit(E.M_CKPT_INVALID, ckpt_step=c.step, tier="disk", reason=why),
         accept=lambda c, state: check_training_state(state, c.step, built.model, built.optimizer),

@@ -44,7 +44,7 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
     import torch.distributed as dist
 
     from ..checkpoints.interval import AutoInterval
-    from ..checkpoints.store import CheckpointStore
+    from ..checkpoints.store import CheckpointStore, state_file_cap
     from ..engine.config import AUTO
     from ..engine.worker import should_save
     from ..pipeline.loader import SlowStorageDataset, data_file, make_loader
@@ -83,7 +83,7 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
         io_jitter=config.io_jitter,
         transform_s=config.transform_ms / 1000,
     )
-    store = CheckpointStore.of_run(run_dir, keep=config.keep)  # this job's checkpoints only
+    store = CheckpointStore.of_run(run_dir, keep=config.keep, max_file_bytes=state_file_cap(preset.state_bytes))  # this job's
     events.emit(
         E.M_WORKER_INFO,
         device=str(device),

@@ -54,7 +54,7 @@ def set_up(config: RunConfig, run_dir: Path, events) -> Run:
     import torch
 
     from ..checkpoints import strategies
-    from ..checkpoints.store import CheckpointStore
+    from ..checkpoints.store import CheckpointStore, state_file_cap
     from ..pipeline.loader import SlowStorageDataset, data_file
     from ..training.model import count_params
     from ..training.eager import skip_compiler_import
@@ -78,7 +78,7 @@ def set_up(config: RunConfig, run_dir: Path, events) -> Run:
         transform_s=config.transform_ms / 1000,
     )
     # A file far larger than this model's state is damage (or an attack), not something to read.
-    max_file_bytes = 4 * preset.state_bytes + (256 << 20)
+    max_file_bytes = state_file_cap(preset.state_bytes)
     store = CheckpointStore.of_run(run_dir, keep=config.keep, max_file_bytes=max_file_bytes)  # this job's
     tier = strategies.open_tier(config, max_file_bytes)  # e.g. the supervisor's RAM tier for --ckpt memory
     events.emit(
