@@ -325,6 +325,46 @@ def check_scale_out(config) -> None:
               "not with FSDP (--model large on CUDA): a rank alone does not hold the whole state")
 
 
+RANKS_PER_CORE = 2  # a data-parallel rank on a CPU core, and one more waiting on its collectives or its storage
+
+
+def ranks_here(config) -> int:
+    """The training processes a run starts on this machine: ``nproc``, times the emulated nodes or the ranks of
+    each torchft replica group, and a torchft hot spare's standby."""
+    if config.fault_tolerance == "torchft":
+        return config.nproc * config.group_size + int(config.hot_spare)
+    return config.nproc * max(1, config.emulate_nodes)
+
+
+def check_fits_machine(config, cores: int | None = None, free_bytes: int | None = None) -> None:
+    """Refuse (field ``nproc``) a job of two or more ranks that this machine cannot hold: more than
+    :data:`RANKS_PER_CORE` ranks a core, or more than its free memory holds at the model's run memory a rank
+    (:attr:`~goodputlab.training.workload.ModelPreset.run_memory_bytes`). ``--oversubscribe`` starts it anyway.
+    ``cores`` and ``free_bytes`` (bytes): this machine's now (:mod:`goodputlab.machine`) unless given.
+
+    A launch past that is no experiment: 64 ranks in a 3 GB container hit the limit in 20 s, and the OOM
+    killer took the supervisor, leaving its ranks behind."""
+    from ..machine import available_memory_bytes, cores as machine_cores
+    from ..training.workload import PRESETS
+
+    ranks = ranks_here(config)
+    if ranks < 2 or config.oversubscribe:
+        return
+    cores = machine_cores() if cores is None else cores
+    free = available_memory_bytes() if free_bytes is None else free_bytes
+    each = PRESETS[config.model].run_memory_bytes
+    fit = max(1, min(RANKS_PER_CORE * cores, free // each))
+    if ranks <= fit:
+        return
+    how = (f" (--emulate-nodes {config.emulate_nodes} x --nproc {config.nproc})" if ranks != config.nproc and config.emulate_nodes
+           else f" (--nproc {config.nproc} x --group-size {config.group_size}{' + a hot spare' * config.hot_spare})"
+           if ranks != config.nproc else "")
+    raise ConfigError("nproc", config.nproc,
+                      f"a job that fits this machine: at most {fit} ranks here ({RANKS_PER_CORE} a core of its {cores}, "
+                      f"and {free / 1e9:.1f} GB of free memory at about {each / 1e9:.2f} GB a rank of the {config.model} "
+                      f"model), not {ranks}{how}; --oversubscribe starts them anyway")
+
+
 def _emulated_nodes_settings(config) -> None:
     """``--emulate-nodes``: 0 or 2 or more nodes, on this machine only, whole-group restarts; node faults need it
     (a process kill, ``--kill-at-steps``, is one rank's, as under torchrun)."""

@@ -25,7 +25,6 @@ import signal
 import subprocess
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +38,6 @@ from .run_dir import RunDir
 from ..errors import ConfigError
 from ..procs import dies_with_this_process
 from ..safe_io import write_atomic
-from ..checkpoints.store import CheckpointWarning
 from .supervision import (POLL_S, Progress, budget_reason, check_resume, invalid_message, newest_valid_step,
                           poisson_failure_rng)
 from .torchrun_supervision import TorchrunSupervision, start_job_folder
@@ -106,11 +104,9 @@ class TorchftSupervision:
                                                     announce=announce, on_each=f"{config.nproc} torchft replica groups")
         #: the step every group's first launch restores (distributed.ft_checkpoint), 0: from the start
         self.resume_step = newest_valid_step(run_dir.path, config) if resume else 0
-        if resume and self.resume_step == 0 and any((run_dir.path / "ckpt").glob("step-*")):
-            warnings.warn(f"--resume: no checkpoint in {run_dir.path / 'ckpt'} verifies (each is damaged): the run trains "
-                          "from step 0", CheckpointWarning, stacklevel=2)
-        self.restored: dict[int, int] = {}  # replica -> the step its first launch restored from disk
-        self.warned: set = set()  # the damaged checkpoints and the empty restore already said
+        from ..distributed.ft_checkpoint import ResumeNews
+
+        self.news = ResumeNews(run_dir.path / "ckpt", self.resume_step, invalid_message) if resume else None
         self.config, self.run_dir, self.progress, self.python = config, run_dir, progress, python
         from ..distributed.ft_nodes import placement
 
@@ -296,7 +292,8 @@ class TorchftSupervision:
             for e in tail.read():
                 if e["attempt"] != self.attempts[r]:
                     continue
-                self.follow_restore(r, e)
+                if self.news is not None and e["attempt"] == 0:
+                    self.news.seen(e)  # a resume's restore, told as it happens
                 if e["kind"] == E.W_STEP_END and e.get("committed"):
                     if not self.training[r]:
                         self.training[r] = True
@@ -308,20 +305,6 @@ class TorchftSupervision:
                     if done > self.state.steps_done:
                         self.tell(steps_done=done, phase="training")
         return cause
-
-    def follow_restore(self, replica: int, e: dict) -> None:
-        """A resumed run's restore, said as it happens: each damaged checkpoint a replica skipped (once), the step
-        each restored, and a first step trained with nothing restored at all."""
-        if e["kind"] == E.M_CKPT_INVALID and e["ckpt_step"] not in self.warned:
-            self.warned.add(e["ckpt_step"])
-            warnings.warn(invalid_message(e), CheckpointWarning, stacklevel=5)
-        elif e["kind"] == E.M_RESTORED and e.get("source") == "disk" and e["attempt"] == 0:
-            self.restored[replica] = e["ckpt_step"]
-        elif (e["kind"] == E.W_STEP_END and self.resume_step > 0 and e["attempt"] == 0 and not self.restored
-              and "nothing" not in self.warned):
-            self.warned.add("nothing")
-            warnings.warn(f"--resume: no replica could restore a checkpoint of {self.out / 'ckpt'} (each was damaged): "
-                          "the run trains from step 0", CheckpointWarning, stacklevel=5)
 
     def end_unhealed(self) -> None:
         """A replica finished the job's last step: a relaunched one that has not healed yet has nothing
@@ -385,6 +368,7 @@ class TorchftSupervision:
         """The supervisor's end, the job's books from every replica's log, ``summary.json``."""
         from ..distributed.ft_worker import REPLICA_LOG
         from ..distributed.joblog import RANKS_DIR
+        from ..distributed.ft_checkpoint import resumed_step
         from ..distributed.replica_ledger import job_books, recoveries, survivor_quorum_waits
 
         self.run_dir.remove_temporaries()
@@ -406,8 +390,6 @@ class TorchftSupervision:
         finishes = {r: next((e for e in reversed(evs) if e["kind"] == E.M_FINISH), None) for r, evs in replicas.items()}
         hashes = {f["final_state_sha256"] for f in finishes.values() if f} | _group_rank_hashes(self.out, self.groups, self.config.group_size)
         heals = [e for evs in replicas.values() for e in evs if e["kind"] == E.M_RESTORED and e["attempt"] > 0]
-        restored = [e["ckpt_step"] for evs in replicas.values() for e in evs
-                    if e["kind"] == E.M_RESTORED and e["attempt"] == 0 and e.get("source") == "disk"]
         summary = {
             **books,
             "fault_tolerance": "torchft",
@@ -421,7 +403,7 @@ class TorchftSupervision:
             "recoveries": recoveries(supervisor, replicas),
             "survivor_quorum_waits_s": survivor_quorum_waits(supervisor, replicas),
             "checkpoints": sum(1 for evs in replicas.values() for e in evs if e["kind"] == E.M_CKPT_COMMIT),  # one group saves
-            "resumed_from_step": min(restored, default=0),  # what the replicas' first launches restored
+            "resumed_from_step": resumed_step(replicas),  # what the replicas' first launches restored
             "steps_completed": self.config.steps if self.completed else self.state.steps_done,
             "steps_executed": sum(1 for evs in replicas.values() for e in evs if e["kind"] == E.W_COMPUTE),
             "completed": self.completed,
