@@ -217,3 +217,71 @@ def test_no_node_of_a_running_cluster_is_reachable_from_the_machine_and_the_rend
         marker.unlink(missing_ok=True)
     ns_left, links_left, _ = machine_state(out)
     assert not [n for n in ns_left if f"-{proc.pid}-" in n] and not [x for x in links_left if str(proc.pid) in x]
+
+
+# --- item 8: liveness is a lock, not a process id --------------------------------------------------------------
+def _free_pid() -> int:
+    """A process id no process of this machine's namespace has now (the victim takes it in a PID namespace of its own)."""
+    top = int(Path("/proc/sys/kernel/pid_max").read_text())
+    return next(p for p in range(top - 2, 300, -1) if not Path(f"/proc/{p}").exists())
+
+
+def test_a_live_run_in_a_pid_namespace_of_its_own_is_not_swept_by_another_runs_start(tmp_path):
+    """The victim's supervisor has process id N inside its PID namespace, and N names no process outside: the old
+    sweep judged it dead by that id and removed its bridge, veths, namespaces and name files while it trained. Now
+    its lock is held, and another run's start (``remove_leftovers``) leaves it alone: it completes and cleans up."""
+    n = _free_pid()
+    out = tmp_path / "victim"
+    victim = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", f'echo {n - 1} > /proc/sys/kernel/ns_last_pid && "$@"',
+         "sh", *GOODPUTLAB, "run", "--emulate-nodes", "2", "--nproc", "1", "--model", "tiny", "--steps", "30",
+         "--io-latency-ms", "200", "--device", "cpu", "--json", "--quiet", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    spaces = [f"{netns.PREFIX}-{n}-n{i}" for i in (0, 1)]
+    deadline = time.monotonic() + 180
+    while not (out / "ranks" / "events-rank1.jsonl").exists() and time.monotonic() < deadline:  # training
+        assert victim.poll() is None, victim.communicate()
+        time.sleep(0.2)
+    assert set(spaces) <= set(netns.namespaces()) and not Path(f"/proc/{n}").exists()  # its id names nothing here
+    assert n not in netns.remove_leftovers()  # another run starting now
+    assert set(spaces) <= set(netns.namespaces()) and f"{netns.PREFIX}{n}br" in netns.links()
+    stdout, stderr = victim.communicate(timeout=240)
+    assert victim.returncode == 0, stderr[-3000:]
+    assert json.loads(stdout)["completed"]
+    assert not set(spaces) & set(netns.namespaces()) and not (netns.LOCKS / f"{n}.lock").exists()
+
+
+# --- item 9: names already taken ---------------------------------------------------------------------------------
+def test_a_cluster_whose_names_are_taken_uses_another_number_and_leaves_the_taken_ones_and_their_processes_alone():
+    """A namespace ``gpl-<pid>-n0`` and a bridge ``gpl<pid>br`` already exist (a leftover whose pid was reused, another
+    tool's): set-up failed, and its teardown deleted that namespace and killed the process in it, blaming privileges.
+    Now the cluster takes another number; the taken names, and the process, outlive its teardown."""
+    me = os.getpid()
+    taken_ns, taken_bridge = f"{netns.PREFIX}-{me}-n0", f"{netns.PREFIX}{me}br"
+    subprocess.run(["ip", "netns", "add", taken_ns], check=True)
+    subprocess.run(["ip", "link", "add", taken_bridge, "type", "bridge"], check=True)
+    sleeper = subprocess.Popen(["ip", "netns", "exec", taken_ns, "sleep", "120"])
+    try:
+        cluster = netns.EmulatedCluster(2).setup()
+        try:
+            assert cluster.run != me and cluster.namespace(0) in netns.namespaces()
+        finally:
+            cluster.teardown()
+        assert taken_ns in netns.namespaces() and taken_bridge in netns.links() and sleeper.poll() is None
+        assert me not in netns.remove_leftovers()  # its id is this live process: not a leftover to judge
+        assert taken_ns in netns.namespaces() and sleeper.poll() is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        subprocess.run(["ip", "netns", "delete", taken_ns])
+        subprocess.run(["ip", "link", "delete", taken_bridge])
+
+
+def test_a_failed_ip_command_is_told_as_it_failed_and_privileges_only_when_they_lacked():
+    exists = subprocess.run(["ip", "link", "add", "lo", "type", "bridge"], capture_output=True, text=True)
+    denied = subprocess.run(["unshare", "--user", "ip", "link", "add", "gplprobe0", "type", "bridge"], capture_output=True,
+                            text=True)
+    assert exists.returncode and denied.returncode
+    said = [netns._why(subprocess.CalledProcessError(p.returncode, p.args, p.stdout, p.stderr)) for p in (exists, denied)]
+    assert "File exists" in said[0] and "root" not in said[0], said[0]
+    assert "not permitted" in said[1] and "need root" in said[1], said[1]

@@ -360,7 +360,7 @@ def check_fits_machine(config, cores: int | None = None, free_bytes: int | None 
            else f" (--nproc {config.nproc} x --group-size {config.group_size}{' + a hot spare' * config.hot_spare})"
            if ranks != config.nproc else "")
     raise ConfigError("nproc", config.nproc,
-                      f"a job that fits this machine: at most {fit} ranks here ({RANKS_PER_CORE} a core of its {cores}, "
+                      f"a job that fits this machine: at most {fit} rank{'s' * (fit != 1)} here ({RANKS_PER_CORE} a core of its {cores}, "
                       f"and {free / 1e9:.1f} GB of free memory at about {each / 1e9:.2f} GB a rank of the {config.model} "
                       f"model), not {ranks}{how}; --oversubscribe starts them anyway")
 
