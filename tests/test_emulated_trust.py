@@ -285,3 +285,27 @@ def test_a_failed_ip_command_is_told_as_it_failed_and_privileges_only_when_they_
     said = [netns._why(subprocess.CalledProcessError(p.returncode, p.args, p.stdout, p.stderr)) for p in (exists, denied)]
     assert "File exists" in said[0] and "root" not in said[0], said[0]
     assert "not permitted" in said[1] and "need root" in said[1], said[1]
+
+
+# --- item 10: Ctrl-C while the cluster is made ---------------------------------------------------------------------
+@pytest.mark.parametrize("moment", ["first namespace", "lighthouse"])
+def test_ctrl_c_while_a_torchft_runs_emulated_nodes_are_made_writes_the_summary_and_leaves_nothing(moment, tmp_path):
+    """SIGINT as soon as the first namespace exists (set-up under way), or once the lighthouse runs: the old run wrote no
+    summary.json and said "'FtNodes' object has no attribute 'lighthouse_bind'". Now: one line, a summary, no namespace."""
+    pytest.importorskip("torchft", reason="the ft extra: pip install 'goodputlab[ft]'")
+    out = tmp_path / "ft"
+    proc = subprocess.Popen([*GOODPUTLAB, "run", "--fault-tolerance", "torchft", "--emulate-nodes", "2", "--nproc", "2",
+                             "--model", "tiny", "--steps", "40", "--ckpt-every", "0", "--threads", "1", "--device", "cpu",
+                             "--quiet", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        made = [ns for ns in netns.namespaces() if ns.startswith(f"{netns.PREFIX}-{proc.pid}-")]
+        if made and (moment == "first namespace" or (out / "logs" / "lighthouse.log").exists()):
+            break
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and "interrupted" in stderr, stderr[-2000:]
+    assert "Traceback" not in stderr and "has no attribute" not in stderr, stderr[-2000:]
+    assert json.loads((out / "summary.json").read_text())["stop_reason"] == "interrupted"
+    assert not [ns for ns in netns.namespaces() if ns.startswith(f"{netns.PREFIX}-{proc.pid}-")]

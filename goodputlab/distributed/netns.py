@@ -291,21 +291,22 @@ class EmulatedCluster:
 
     def setup(self) -> EmulatedCluster:
         """Claim a run number, make the bridge and the namespaces, with no IPv6 anywhere; on any error
-        remove what was made (only that) and raise."""
+        remove what was made and raise. Only names of the claimed number are made or removed: no other
+        cluster or tool uses them (:func:`_claim`)."""
         try:
-            self.run, self.lock_fd = _claim(self.run)
+            self.run, self.lock_fd = _claim(self.run)  # from here every name of this number is this cluster's
+            self.made_links.append(self.bridge)  # before it is made: a Ctrl-C during `ip` still has it removed
             _ip("link", "add", self.bridge, "type", "bridge")
-            self.made_links.append(self.bridge)
             _device_without_ipv6(self.bridge)
             _ip("link", "set", self.bridge, "up")
             for i in range(self.nodes):
                 ns, host, peer = self.namespace(i), self.host_link(i), f"{PREFIX}{self.run}p{i}"
-                _ip("netns", "add", ns)
                 self.made_ns.append(ns)
+                _ip("netns", "add", ns)
                 _name_files(ns, self.address(i), self.nodes)
                 _namespace_without_ipv6(ns)
-                _ip("link", "add", host, "type", "veth", "peer", "name", peer)
                 self.made_links.append(host)
+                _ip("link", "add", host, "type", "veth", "peer", "name", peer)
                 _device_without_ipv6(host)
                 _ip("link", "set", peer, "netns", ns)
                 _ip("-n", ns, "link", "set", peer, "name", NODE_IFNAME)
