@@ -183,3 +183,28 @@ def test_a_store_lists_its_jobs_checkpoints_and_with_resume_those_from_before_th
         assert [c.step for c in CheckpointStore(tmp_path, owner=resumed).list()] == [40, 20, 10]
         assert [c.step for c in CheckpointStore(tmp_path).list()] == [40, 30, 20, 10]  # no owner: every one
     assert json.loads((tmp_path / "step-00000040" / "manifest.json").read_text())["job_id"] == "c" * 32
+
+
+# --- item 13: what --overwrite replaces, said in full ---------------------------------------------------------------
+def test_the_refusal_names_every_file_a_run_with_overwrite_replaces_or_adds_to(tmp_path):
+    """A folder of a user's own files, each named as a run's: the refusal without ``--overwrite`` must name every one
+    of them that a run with ``--overwrite`` then replaces (``ranks/`` was missing: a user's ``ranks/`` went unsaid),
+    and ``data/``, which the run adds its data set to."""
+    out = tmp_path / "mine"
+    names = ["ckpt", "logs", "ranks", "data", "events.jsonl", "summary.json", "config.json", "notes.txt"]
+    for name in names:
+        (out / name).mkdir(parents=True) if "." not in name else None
+        (out / (f"{name}/mine.txt" if "." not in name else name)).write_text("the user's own\n")
+    before = {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    refused = subprocess.run([*GOODPUTLAB, "run", *TINY, "--steps", "2", "--out", str(out)], capture_output=True, text=True)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    ran = subprocess.run([*GOODPUTLAB, "run", *TINY, "--steps", "2", "--overwrite", "--out", str(out)], capture_output=True,
+                         text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    after = {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    touched = {name.split("/")[0] for name, data in before.items() if after.get(name) != data}
+    added = {name.split("/")[0] for name in after if name not in before and "/" in name}
+    assert touched and "notes.txt" not in touched and "data/mine.txt" in after  # the rest is left as it was
+    for name in touched | added:
+        shown = f"{name}/" if "." not in name else name
+        assert shown in refused.stderr, (shown, refused.stderr)
