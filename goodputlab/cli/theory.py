@@ -26,6 +26,7 @@ from .. import theory
 from ..categories import CATEGORIES
 from ..errors import ConfigError
 from ..theory import SimConfig, simulate
+from ..validate import ascii_number
 from .common import UnreadableValue
 
 #: ConfigError.field -> command-line flag. Fields in seconds on the command
@@ -118,7 +119,7 @@ def _value(args: argparse.Namespace, field: str, reader: _Reader) -> Any:
     if text is None:
         return None
     try:
-        value = reader.kind(text)
+        value = reader.kind(ascii_number(text, whole=reader.kind is int))  # no 1_000, no other scripts' digits
     except ValueError:
         raise UnreadableValue(field, text, reader.allowed) from None
     if isinstance(value, float) and math.isnan(value):
