@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,66 @@ def test_a_resume_whose_every_checkpoint_is_damaged_says_it_trains_from_step_0(s
     summary, lines, _ = resume(broken)
     assert summary["completed"] and summary["resumed_from_step"] == 0
     assert len([line for line in lines if "no checkpoint in" in line and "verifies" in line and "from step 0" in line]) == 1
+
+
+# --- torchft's transport: what a heal loads ------------------------------------------------------------------------
+PEER = textwrap.dedent("""
+    # a peer's checkpoint server (HTTP, as torchft's), answering every fetch with a state that runs code when unpickled
+    import http.server, os, sys
+    from torchft.checkpointing._serialization import _streaming_save
+
+    class RunsCode:
+        def __reduce__(self):
+            return (os.system, (f"touch {sys.argv[1]}",))
+
+    class Peer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            _streaming_save({"model": RunsCode()}, self.wfile)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Peer)
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+""")
+
+HEAL = textwrap.dedent("""
+    # a replica's heal: torchft's HTTPTransport fetches the peer's state (bind_torchft applied when asked)
+    import sys
+    from datetime import timedelta
+    from torchft.checkpointing.http_transport import HTTPTransport
+    if sys.argv[2] == "goodputlab":
+        from goodputlab.distributed.ft_worker import bind_torchft
+        bind_torchft("127.0.0.1")
+    try:
+        transport = HTTPTransport.__new__(HTTPTransport)  # the receiving side only: no server of its own
+        transport._num_chunks = 0  # torchft's default: the state in one piece
+        transport.recv_checkpoint(0, f"http://127.0.0.1:{sys.argv[1]}/checkpoint/", 1, timedelta(seconds=30))
+        print("loaded")
+    except Exception as e:
+        print("refused:", type(e).__name__, str(e).splitlines()[0][:200])
+""")
+
+
+@pytest.mark.parametrize("reader", ["torchft", "goodputlab"])
+def test_a_heal_from_a_peer_that_serves_a_code_running_pickle_runs_nothing(reader, tmp_path):
+    """torchft loads a healed state with ``torch.load(weights_only=False)``: whoever answers at a quorum member's
+    checkpoint address runs code in the healing replica (the control: torchft as it ships). goodputlab's replicas
+    load it with ``weights_only=True``: refused, nothing runs. (Joining a quorum is open to any loopback client:
+    docs/SECURITY.md.)"""
+    marker = tmp_path / "ran"
+    peer = subprocess.Popen([sys.executable, "-c", PEER, str(marker)], stdout=subprocess.PIPE, text=True)
+    try:
+        port = peer.stdout.readline().strip()
+        heal = subprocess.run([sys.executable, "-c", HEAL, port, reader], capture_output=True, text=True, timeout=120)
+    finally:
+        peer.kill()
+        peer.wait()
+    assert heal.returncode == 0, heal.stderr[-2000:]
+    if reader == "torchft":
+        assert marker.exists() and "loaded" in heal.stdout, heal.stdout  # the attack works against torchft alone
+    else:
+        assert not marker.exists() and "refused: UnpicklingError" in heal.stdout, heal.stdout

@@ -70,7 +70,8 @@ def bind_torchft(host: str) -> None:
     (127.0.0.1 for a run on one machine, a node's own address on an emulated node): the manager
     server's ``bind`` argument is rewritten, and the checkpoint server's class is replaced by one
     bound to ``host`` (and the address it advertises by ``host``). A heal's fetch records the peer's
-    checkpoint address in :data:`HEALED_FROM`. See docs/IN_JOB_RECOVERY.md for what a run exposes.
+    checkpoint address in :data:`HEALED_FROM`, and loads what it fetched with ``weights_only=True``
+    (torchft asks for ``False``: a pickle that runs code). See docs/IN_JOB_RECOVERY.md for what a run exposes.
     """
     from http.server import ThreadingHTTPServer
 
@@ -98,6 +99,15 @@ def bind_torchft(host: str) -> None:
         HEALED_FROM.append(str(metadata))
         return recv(self, src_rank, metadata, step, timeout)
 
+    def load_weights_only(f, *args, weights_only: bool = True, **kwargs):
+        # torchft asks for weights_only=False ("non-tensor states like lr_scheduler"): whoever answers at a peer's
+        # checkpoint address could then run code here. The state healed is tensors and plain data: torch's
+        # restricted unpickler reads it, and refuses a global it does not allow.
+        return streaming_load(f, *args, weights_only=True, **kwargs)
+
+    streaming_load = http_transport._streaming_load
+    if getattr(streaming_load, "__name__", "") != "load_weights_only":
+        http_transport._streaming_load = load_weights_only
     http_transport._IPv6HTTPServer = BoundHTTPServer
     http_transport.HTTPTransport.address = address
     http_transport.HTTPTransport.recv_checkpoint = recv_checkpoint
