@@ -278,26 +278,36 @@ def _read_owner(fd: int) -> dict[str, Any]:
     return owner if isinstance(owner, dict) else {}
 
 
-def hold_new_lock(directory: Path | str, name: str) -> int:
+def hold_new_lock(directory: Path | str, name: str, replace: bool = True) -> int:
     """Create ``directory/name`` already locked (``flock``) by this process; returns the descriptor.
 
-    The file is created and locked under a temporary name, then renamed into place,
-    so anyone who finds ``name`` finds it locked for as long as its creator lives.
+    The file is created and locked under a temporary name, then put in place, so anyone
+    who finds ``name`` finds it locked for as long as its creator lives. ``replace``:
+    renamed over whatever holds the name; otherwise linked into place, and
+    ``FileExistsError`` when the name is taken (a claim that two processes cannot both win).
     """
     directory = Path(directory)
     tmp = directory / f".{name}.{uuid.uuid4().hex[:12]}"
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        os.rename(tmp, directory / name)
+        if replace:
+            os.rename(tmp, directory / name)
+            return fd
+        os.link(tmp, directory / name)  # fails if the name exists, never replaces it
     except BaseException:
         os.close(fd)
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _unlink_if_there(tmp)
         raise
+    _unlink_if_there(tmp)  # the locked file lives on under ``name``
     return fd
+
+
+def _unlink_if_there(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def try_lock_existing(path: Path | str) -> int | None:

@@ -27,12 +27,27 @@ goodputlab.errors.ConfigError: save_s=-1.0 is invalid: a finite number of second
 from __future__ import annotations
 
 import math
+import re
 import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from .errors import ConfigError
 
+
+
+_WHOLE_TEXT = re.compile(r"\s*[+-]?[0-9]+\s*", re.ASCII)
+_NUMBER_TEXT = re.compile(r"\s*[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)\s*",
+                          re.ASCII | re.IGNORECASE)
+
+
+def ascii_number(text: str, whole: bool = False) -> str:
+    """``text`` when it is a number as a person types one: ASCII digits, a sign, a point, an exponent (``inf`` and
+    ``nan`` too, for the range checks to refuse with their own words); else ``ValueError``. Python's ``int`` and
+    ``float`` also take ``1_000`` and other scripts' digits (``١٢٣``), which a flag should not."""
+    if not (_WHOLE_TEXT if whole else _NUMBER_TEXT).fullmatch(text):
+        raise ValueError(f"not a number: {text!r}")
+    return text
 
 def is_whole(value: Any) -> bool:
     """True for an integer (Python or numpy), never for a bool."""
@@ -97,7 +112,7 @@ class Whole(Rule):
         return is_whole(value) and (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
 
     def parse(self, text: str) -> int:
-        return int(text)
+        return int(ascii_number(text, whole=True))
 
 
 @dataclass(frozen=True)
@@ -131,7 +146,7 @@ class Number(Rule):
         )
 
     def parse(self, text: str) -> float:
-        return float(text)
+        return float(ascii_number(text))
 
 
 @dataclass(frozen=True)
@@ -221,7 +236,7 @@ class WholeList(Rule):
         return isinstance(value, tuple) and all(self.item.ok(v) for v in value)
 
     def parse(self, text: str) -> tuple[int, ...]:
-        return tuple(int(s) for s in text.split(",") if s.strip())
+        return tuple(int(ascii_number(s, whole=True)) for s in text.split(",") if s.strip())
 
 
 @dataclass(frozen=True)

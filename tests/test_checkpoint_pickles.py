@@ -8,8 +8,9 @@
 * torch's own ``weights_only`` unpickler refuses that payload too, but it cannot read DCP's
   ``.metadata`` at all (a protocol-4 pickle): the evidence for keeping our own reader for it.
 * Memory bombs are refused before memory grows, measured as the peak RSS of a child process that
-  restores a genuine checkpoint, then the bomb (its own ``getrusage`` after each): a small ``state.pt`` whose deflated record inflates to 1 GiB, and a
-  ``.metadata`` whose memoised 700 KB string is referenced 1500 times (about 1 GiB as a message).
+  restores a genuine checkpoint, then the bomb (its own ``getrusage`` after each): a small ``state.pt`` whose deflated record inflates to 1 GiB, a
+  ``.metadata`` whose memoised 700 KB string is referenced 1500 times (about 1 GiB as a message), and one whose
+  path is that of a call ``PosixPath(s, s, ...)`` on one memoised 100 KB string, 9,000 times (0.9 GB).
 """
 
 from __future__ import annotations
@@ -207,9 +208,30 @@ def string_bomb(genuine: bytes, size: int = 700_000, copies: int = 1500) -> byte
     return pickle.dumps(md)
 
 
+class _JoinedPath:
+    """Pickles as ``PosixPath(part, part, ...)``: one memoised string, joined ``copies`` times by the call itself."""
+
+    def __init__(self, part: str, copies: int):
+        self.part, self.copies = part, copies
+
+    def __reduce__(self):
+        return PosixPath, (self.part,) * self.copies
+
+
+def path_bomb(genuine: bytes, size: int = 100_000, copies: int = 9_000) -> bytes:
+    """DCP metadata whose first storage entry's path is ``PosixPath(s, s, ...)`` of one memoised 100 KB string,
+    9,000 times: a 0.9 GB path from a 120 KB file (round 3: a 142 KB ``.metadata`` peaked at 1.86 GB)."""
+    md = pickle.loads(genuine)
+    key = next(iter(md.storage_data))
+    info = md.storage_data[key]
+    md.storage_data[key] = type(info)(relative_path=_JoinedPath("x" * size, copies), offset=0, length=1)
+    return pickle.dumps(md)
+
+
 @pytest.mark.parametrize("strategy, name, bomb, reason", [
     ("sync", "state.pt", zip_bomb, "state.pt: record 'archive/data/0' is compressed"),
     ("dcp", ".metadata", string_bomb, "a memory bomb"),
+    ("dcp", ".metadata", path_bomb, "a memory bomb"),
 ])
 def test_a_bomb_is_refused_before_memory_grows(tmp_path, objs, strategy, name, bomb, reason):
     store = saved(tmp_path / "genuine", objs, strategy)

@@ -43,7 +43,8 @@ def machine_state(folder: Path) -> tuple[list[str], list[str], set[int]]:
             except OSError:
                 continue
             if str(folder).encode() in cmd and (b"torch.distributed.run" in cmd or b"goodputlab.distributed.worker" in cmd
-                                                or b"goodputlab.distributed.warm_agent" in cmd):
+                                                or b"goodputlab.distributed.warm_agent" in cmd
+                                                or b"goodputlab.distributed.node_agent" in cmd):
                 procs.add(int(p.name))
     return sorted(ours), sorted(links), procs
 
@@ -197,11 +198,11 @@ def test_a_random_node_failure_then_sigterm_stops_every_node_and_removes_the_clu
     assert len(during[0]) == len(before[0]) + 2 and len(during[2]) > len(before[2])  # the cluster was up
     run_id = proc.pid
     for node, ns in enumerate((f"gpl-{run_id}-n0", f"gpl-{run_id}-n1")):
-        # every listening socket of a node binds its own address (the ranks' store, gloo) or, torch's
-        # rendezvous store on node 0, every interface of the node's namespace: its address and loopback
+        # every listening socket of a node binds its own address: the ranks' store, gloo, and on node 0 torch's
+        # rendezvous store (bound by goodputlab.distributed.node_agent; torch alone binds every interface)
         own = f"10.200.0.{node + 1}"
         for address, port in listeners(ns):
-            assert address == own or (node == 0 and port == 29500 and address in ("0.0.0.0", "::")), (ns, address, port)
+            assert address == own, (ns, address, port)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
@@ -223,18 +224,38 @@ def test_a_random_node_failure_then_sigterm_stops_every_node_and_removes_the_clu
 
 
 def test_leftovers_of_a_dead_run_are_removed_with_their_processes():
-    dead = 5_000_000 + os.getpid() % 100_000  # above the largest pid_max (2**22): no live process has this id
-    cluster = netns.EmulatedCluster(2, run=dead).setup()
-    sleeper = subprocess.Popen(cluster.wrap(1, ["sleep", "300"]))
-    deadline = time.monotonic() + 10  # `ip netns exec` enters the namespace a moment after it starts
-    while cluster.pids(1) != [sleeper.pid] and time.monotonic() < deadline:
+    """A real supervisor makes a cluster, starts a process in node 1 and is SIGKILLed before its teardown: while
+    it lives, its cluster is not swept (its lock is held); once it is dead, everything it made goes."""
+    code = ("import subprocess, time; from goodputlab.distributed import netns; c = netns.EmulatedCluster(2).setup(); "
+            "p = subprocess.Popen(c.wrap(1, ['sleep', '300'])); print(c.run, p.pid, flush=True); time.sleep(300)")
+    owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        run, sleeper = map(int, owner.stdout.readline().split())
+        cluster = netns.EmulatedCluster(2, run=run)  # names only: this process made nothing
+        deadline = time.monotonic() + 10  # `ip netns exec` enters the namespace a moment after it starts
+        while cluster.pids(1) != [sleeper] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert cluster.pids(1) == [sleeper]
+        assert run not in netns.remove_leftovers() and cluster.pids(1) == [sleeper]  # alive: left alone
+    finally:
+        owner.kill()
+        owner.wait()
+    assert run in netns.remove_leftovers()
+    deadline = time.monotonic() + 10
+    while _running(sleeper) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert cluster.pids(1) == [sleeper.pid]
-    assert dead in netns.remove_leftovers()
-    assert sleeper.wait(timeout=10) == -signal.SIGKILL
-    assert not [ns for ns in netns.namespaces() if ns.startswith(f"gpl-{dead}-")]
-    assert not [link for link in netns.links() if link.startswith(f"gpl{dead}")]
-    assert not list(netns.ETC_NETNS.glob(f"gpl-{dead}-*"))
+    assert not _running(sleeper)
+    assert not [ns for ns in netns.namespaces() if ns.startswith(f"gpl-{run}-")]
+    assert not [link for link in netns.links() if link.startswith(f"gpl{run}")]
+    assert not list(netns.ETC_NETNS.glob(f"gpl-{run}-*")) and not (netns.LOCKS / f"{run}.lock").exists()
+
+
+def _running(pid: int) -> bool:
+    """Is ``pid`` a live process (not gone, not a zombie waiting for its new parent to reap it)?"""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_without_the_privilege_one_line_and_exit_2(tmp_path):

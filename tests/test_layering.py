@@ -11,7 +11,7 @@ The layers, lowest first (docs/ARCHITECTURE.md has the same table). A module may
 its own layer and the ones below, never one above:
 
 ====  =================  =====================================================================
- 0    foundation         errors, validate, categories, safe_io, procs (pure)
+ 0    foundation         errors, validate, categories, safe_io, procs, machine (pure)
  1    models             theory.*, training.workload, checkpoints.registry, the pure parts of
                          efficiency and serving (numpy at most)
  2    run records        engine.events, logread, steps, fold, ledger, config, report, merge, merge_stream, recorder, recorder_files, step_records, recording, follow (pure)
@@ -55,6 +55,7 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("goodputlab.categories", 0),
     ("goodputlab.safe_io", 0),
     ("goodputlab.procs", 0),
+    ("goodputlab.machine", 0),
     ("goodputlab.recovery.control", 0),
     # 1 models: pure, numpy at most
     ("goodputlab.theory", 1),
@@ -151,6 +152,7 @@ TORCH_MODULES = {
     "goodputlab.distributed.worker",
     "goodputlab.distributed.ft_worker",
     "goodputlab.distributed.warm_agent",  # a torchrun agent started ahead of time: imports torch's launcher
+    "goodputlab.distributed.node_agent",  # an emulated node's torchrun agent, its rendezvous store bound first
     "goodputlab.experiments.checkpoint_stall",
     "goodputlab.efficiency.sweep",
     "goodputlab.serving.kv",

@@ -3,13 +3,15 @@ those of a kernel that was killed go with the next one's first folder. Real proc
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
-import shutil
 
 from conftest import ROOT
 from goodputlab.engine.scratch import MARKER, scratch_dir, sweep
@@ -71,10 +73,38 @@ def test_a_python_run_without_out_leaves_nothing_after_the_process(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr
     out = r.stdout.strip().splitlines()[-1]
-    assert out.startswith(str(tmp_path / "goodputlab-runs" / "goodputlab-"))
+    assert out.startswith(str(tmp_path / f"goodputlab-runs-{os.geteuid()}" / "goodputlab-"))
     time.sleep(0.1)
     assert not os.path.exists(out)
-    assert list((tmp_path / "goodputlab-runs").iterdir()) == []
+    assert list((tmp_path / f"goodputlab-runs-{os.geteuid()}").iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="the attacker is another user (root here)")
+def test_a_runs_parent_that_another_user_made_first_is_not_used(tmp_path):
+    """uid 65534 makes ``goodputlab-runs-0`` first in a shared temporary directory (sticky and writable by all, as
+    /tmp): its owner could swap root's scratch folder in it for a link, and root's next run folder would land where
+    that user chose. Root's ``gl.run()`` now takes a private folder of its own beside it; the other's stays empty."""
+    shared = Path(tempfile.mkdtemp(prefix="goodputlab-test-shared-tmp-", dir="/tmp"))  # reachable by every user
+    os.chmod(shared, 0o1777)
+    try:
+        _attack_the_runs_parent(shared)
+    finally:
+        shutil.rmtree(shared)
+
+
+def _attack_the_runs_parent(shared: Path) -> None:
+    planted = shared / f"goodputlab-runs-{os.geteuid()}"
+    subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "mkdir", "-m", "777", str(planted)],
+                   check=True)
+    code = "import goodputlab as gl; r = gl.run(steps=3, threads=1, progress=False); print(r.out)"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(shared))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = Path(r.stdout.strip().splitlines()[-1])
+    assert planted not in out.parents and out.parents[1].parent == shared, out
+    parent = out.parents[1]
+    assert parent.name.startswith(planted.name + "-") and parent.stat().st_uid == 0 and parent.stat().st_mode & 0o077 == 0
+    assert list(planted.iterdir()) == []
 
 
 def test_a_kernels_scratch_folder_goes_when_the_kernel_shuts_down(tmp_path):

@@ -35,8 +35,11 @@ kinds of pickle sit in a run folder, and each has its own reader here:
 
 Every object a pickle makes then passes :func:`check_expansion`: counted with every
 repeated reference (a memoised string fetched a thousand times counts a thousand
-times), it must stay within a few times the pickle's own size, so no later message or
-copy can blow it up.
+times, a path as long as its parts), it must stay within a few times the pickle's own
+size, so no later message or copy can blow it up. A call is booked the same way
+*before* it runs (``PosixPath(s, s, ...)`` joins what it is given: 9,000 references to
+one 100 KB string would make a 0.9 GB path), and a message shows an object it does not
+know by its type alone, never by a ``repr`` built at full length and cut afterwards.
 
 Everything refused raises :class:`UnsafePickleError` (a ``ValueError``), which
 the checkpoint readers treat as damage: the checkpoint is skipped with a
@@ -52,6 +55,7 @@ import pickletools
 import reprlib
 import zipfile
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any, Callable, Mapping
 
 _STORAGES = (
@@ -169,9 +173,23 @@ def _one_line(e: BaseException) -> str:
     return _shown(text[0], 200) if text else type(e).__name__
 
 
+class _ShortRepr(reprlib.Repr):
+    """``reprlib``'s cut-down ``repr`` that never formats an object it does not know at full length: such an
+    object (a path, a tensor, an instance) is shown by its type alone (``reprlib`` would build its whole
+    ``repr`` first and cut it after: 1.9 GB for a path joined from one memoised string)."""
+
+    def repr_instance(self, x: Any, level: int) -> str:
+        if isinstance(x, type):
+            return f"<class '{x.__module__[:80]}.{x.__qualname__[:80]}'>"
+        name = f"{type(x).__module__}.{type(x).__qualname__}"
+        if isinstance(x, tuple):  # torch.Size and the like: its items, cut as a tuple's
+            return f"{name}({self.repr_tuple(tuple(x), level)})"
+        return f"<{name} object>"
+
+
 def _shown(value: Any, width: int = 80) -> str:
     """``repr(value)`` cut to about ``width`` characters: a message never copies what a pickle made."""
-    r = reprlib.Repr()
+    r = _ShortRepr()
     r.maxstring = r.maxother = r.maxlong = width
     r.maxlist = r.maxtuple = r.maxdict = r.maxset = 4
     r.maxlevel = 3
@@ -190,7 +208,7 @@ def check_expansion(obj: Any, pickle_bytes: int, what: str) -> None:
     archive already), it holds more than ``EXPANSION_FACTOR`` times ``pickle_bytes`` (at least
     ``EXPANSION_FLOOR``). The walk stops as soon as the budget is spent: it costs at most that.
     """
-    budget = EXPANSION_FACTOR * pickle_bytes + EXPANSION_FLOOR
+    budget = expansion_budget(pickle_bytes)
     spent, todo = 0, [obj]
     while todo:
         x = todo.pop()
@@ -204,11 +222,32 @@ def check_expansion(obj: Any, pickle_bytes: int, what: str) -> None:
             todo.extend(x)
         elif hasattr(x, "__dict__") and not isinstance(x, type) and type(x).__module__.startswith("torch.distributed"):
             todo.extend(vars(x).items())
+        elif isinstance(x, PurePath):
+            spent += 56 + sum(len(part) for part in x.parts)  # a path: as long as its parts
         else:
-            spent += 56  # a number, a tensor, a dtype, a path
+            spent += 56  # a number, a tensor, a dtype
         if spent > budget:
-            raise UnsafePickleError(f"{what}: its objects, counted with every repeated reference, exceed {budget} bytes "
-                                    f"({EXPANSION_FACTOR} times its {pickle_bytes}): a memory bomb")
+            raise _bomb(what, budget, pickle_bytes)
+
+
+def expansion_budget(pickle_bytes: int) -> int:
+    """Bytes the objects of a pickle of ``pickle_bytes`` may hold (:func:`check_expansion`)."""
+    return EXPANSION_FACTOR * pickle_bytes + EXPANSION_FLOOR
+
+
+def _bomb(what: str, budget: int, pickle_bytes: int) -> UnsafePickleError:
+    return UnsafePickleError(f"{what}: its objects, counted with every repeated reference, exceed {budget} bytes "
+                             f"({EXPANSION_FACTOR} times its {pickle_bytes}): a memory bomb")
+
+
+def _plain_bytes(value: Any) -> int:
+    """What plain data (:func:`_plain`) costs as the argument of a call: 8 bytes a value, a string its length
+    too, counted once per reference (a memoised string passed 9,000 times costs 9,000 times)."""
+    if isinstance(value, str):
+        return 8 + len(value)
+    if isinstance(value, (tuple, list)):
+        return 8 + sum(_plain_bytes(v) for v in value)
+    return 8 + (value.bit_length() // 8 if isinstance(value, int) else 0)
 
 
 def _plain(value: Any) -> bool:
@@ -246,11 +285,13 @@ class DataUnpickler(pickle._Unpickler):
 
     dispatch = dict(pickle._Unpickler.dispatch)
 
-    def __init__(self, file, allowed: AllowList, what: str):
+    def __init__(self, file, allowed: AllowList, what: str, pickle_bytes: int | None = None):
         super().__init__(file)
         self._allowed = allowed
         self._what = what
         self._fresh: dict[int, Any] = {}  # id -> an instance NEWOBJ made and BUILD has not filled yet
+        self._pickle_bytes = pickle_bytes  # the size of the pickle: the calls' arguments may cost expansion_budget() of it
+        self._called = 0  # bytes of arguments handed to constructors so far
 
     def _refuse(self, what: str, why: str = ""):
         raise UnsafePickleError(f"{what} is not allowed in {self._what}{why}")
@@ -273,6 +314,11 @@ class DataUnpickler(pickle._Unpickler):
             self._refuse(f"calling {_shown(func, 60)}")
         if type(args) is not tuple or not _plain(args):
             self._refuse(f"calling {_shown(func, 60)} with {_shown(args, 60)}")
+        if self._pickle_bytes is not None:  # booked before the call: PosixPath(s, s, ...) makes as much as it is given
+            self._called += _plain_bytes(args)
+            budget = expansion_budget(self._pickle_bytes)
+            if self._called > budget:
+                raise _bomb(self._what, budget, self._pickle_bytes)
         self.stack[-1] = func(*args)
 
     def _new(self, cls, args, kwargs):
@@ -357,7 +403,7 @@ def data_loads(data: bytes, allowed: AllowList, what: str) -> Any:
     """Unpickle ``data`` with :class:`DataUnpickler`, then :func:`check_expansion`; any failure is an
     :class:`UnsafePickleError` with a one-line reason."""
     try:
-        obj = DataUnpickler(io.BytesIO(data), allowed, what).load()
+        obj = DataUnpickler(io.BytesIO(data), allowed, what, pickle_bytes=len(data)).load()
     except UnsafePickleError:
         raise
     except Exception as e:  # truncated, malformed, or an allowed class given bad arguments

@@ -21,6 +21,10 @@ only when it is a regular file (never through a link, never a FIFO or device) of
 at most ``max_file_bytes``, and every pickle goes through an explicit allow-list
 (:mod:`goodputlab.checkpoints.safe_unpickle`) before ``torch.load(..., weights_only=True)``,
 so a checkpoint can hold tensors and plain containers but never code.
+
+Owned: a run folder's store (:meth:`CheckpointStore.of_run`) stamps every manifest with the id of
+the job that holds the folder, and lists only the checkpoints that job may restore
+(:mod:`goodputlab.checkpoints.ownership`): another job's, committed into the same folder, is ignored.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from .ownership import CheckpointOwner
 from ..safe_io import (
     UnsafeFileError, create_new, default_max_file_bytes, directory_lock, open_regular, read_regular, remove_entry, write_all,
 )
@@ -50,6 +55,13 @@ LAYOUT_DCP_SHARDED = "dcp_sharded"  # written by every rank of a distributed job
 _NAME = re.compile(r"^step-(\d{8,})$")
 MANIFEST_MAX_BYTES = 1 << 20  # a manifest lists a handful of files: a few hundred bytes
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def state_file_cap(state_bytes: int) -> int:
+    """The largest checkpoint file a run of a model whose training state is ``state_bytes`` reads (bytes): four
+    times that state, and 256 MiB more. A file listed as larger is damage or an attack, refused before a byte is
+    read (the machine's default, half its RAM, let a 2 GiB sparse ``state.pt`` cost 2.3 GB per torchft replica)."""
+    return 4 * state_bytes + (256 << 20)
 
 
 class CheckpointWarning(UserWarning):
@@ -136,9 +148,12 @@ class CheckpointStore:
     (:class:`CheckpointDirError`), and so are links inside it.
     """
 
-    def __init__(self, root: Path | str, keep: int = 3, max_file_bytes: int | None = None, storage_bps: float = 0.0):
+    def __init__(self, root: Path | str, keep: int = 3, max_file_bytes: int | None = None,
+                 owner: CheckpointOwner | None = None, storage_bps: float = 0.0):
         self.root = Path(root)
         self.keep = keep
+        self.owner = owner
+        self._ignored: set[str] = set()  # other jobs' checkpoints already warned about
         self.storage_bps = storage_bps  # > 0: emulated storage of this bandwidth (bytes/s), see _pace
         self._began: dict[Path, float] = {}
         self.max_file_bytes = max_file_bytes if max_file_bytes is not None else default_max_file_bytes()
@@ -149,16 +164,40 @@ class CheckpointStore:
         except FileExistsError:
             raise CheckpointDirError(f"{self.root} exists and is not a folder") from None
 
+    @classmethod
+    def of_run(cls, run_dir: Path | str, keep: int = 3, max_file_bytes: int | None = None,
+               storage_bps: float = 0.0) -> CheckpointStore:
+        """The store of run folder ``run_dir`` (its ``ckpt/``), for the job that holds the folder now: what it
+        commits names the job, and it sees only what that job may restore (:mod:`~goodputlab.checkpoints.ownership`).
+        ``storage_bps``: emulated storage (:meth:`_pace`)."""
+        return cls(Path(run_dir) / "ckpt", keep, max_file_bytes, owner=CheckpointOwner.of_run(run_dir),
+                   storage_bps=storage_bps)
+
     # --- listing -----------------------------------------------------------------
     def list(self) -> list[Checkpoint]:
         """Committed checkpoints (valid or not), newest first. Only real folders count: a link named
-        like a checkpoint is neither read nor deleted."""
+        like a checkpoint is neither read nor deleted. With an ``owner``, only those its job may restore
+        (another job's are skipped with a :class:`CheckpointWarning`, and never pruned)."""
         found = []
         for p in self.root.iterdir():
             m = _NAME.match(p.name)
-            if m and stat.S_ISDIR(os.lstat(p).st_mode):
+            if m and stat.S_ISDIR(os.lstat(p).st_mode) and self._restorable(p):
                 found.append(Checkpoint(int(m.group(1)), p))
         return sorted(found, key=lambda c: c.step, reverse=True)
+
+    def _restorable(self, path: Path) -> bool:
+        """May the owner's job restore the checkpoint at ``path``? (A damaged manifest: listed, to be
+        reported as damaged where it is read.)"""
+        if self.owner is None:
+            return True
+        try:
+            why = self.owner.refusal(self.manifest(path))
+        except ValueError:
+            return True
+        if why is not None and path.name not in self._ignored:
+            self._ignored.add(path.name)
+            warnings.warn(f"ignoring checkpoint {path.name}: {why}", CheckpointWarning, stacklevel=3)
+        return why is None
 
     def path_for(self, step: int) -> Path:
         return self.root / f"step-{step:08d}"
@@ -251,6 +290,8 @@ class CheckpointStore:
             "created_unix": time.time(),
             "files": files,
         }
+        if self.owner is not None:
+            manifest["job_id"] = self.owner.job_id  # which job wrote it (ownership.py)
         fd = create_new(tmp / MANIFEST)
         try:
             write_all(fd, json.dumps(manifest, indent=1).encode())

@@ -14,15 +14,27 @@ import re
 import sys
 
 from ..errors import ConfigError
-from ..validate import Rule
+from ..validate import Rule, ascii_number
 
 EXIT_OK, EXIT_CRASH, EXIT_USAGE, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
-_KINDS = {"int": "a whole number", "float": "a number"}
+_KINDS = {"int": "a whole number", "float": "a number", "whole": "a whole number", "number": "a number"}
 _BAD_TYPE = re.compile(r"^argument (?P<flag>[^:]+): invalid (?P<kind>\w+) value: (?P<text>'.*')$")
 _NOT_VALID = re.compile(r"^argument (?P<flag>[^:]+): (?P<text>'.*') is not valid: (?P<allowed>.*)$")
 _BAD_CHOICE = re.compile(r"^argument (?P<flag>[^:]+): invalid choice: (?P<text>'.*') \(choose from (?P<choices>.*)\)$")
+
+
+
+def number(text: str) -> float:
+    """argparse's ``type`` for a number typed as a person types one (no ``1_000``, no other scripts' digits:
+    :func:`goodputlab.validate.ascii_number`)."""
+    return float(ascii_number(text))
+
+
+def whole(text: str) -> int:
+    """argparse's ``type`` for a whole number typed in ASCII digits (see :func:`number`)."""
+    return int(ascii_number(text, whole=True))
 
 
 class Parser(argparse.ArgumentParser):

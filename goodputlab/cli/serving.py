@@ -15,6 +15,7 @@ import sys
 
 from ..errors import check
 from ..serving.config import MAX_SEED
+from .common import number, whole
 
 MAX_DURATION_S = 3600.0  # an hour of arrivals per measured rate; longer only keeps the machine busy
 
@@ -42,22 +43,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "whose attainment meets --target, each rate measured for real.",
     )
     g = p.add_argument_group("load and objectives")
-    g.add_argument("--rate", type=float, default=None, help="requests per second (with --search: the first rate tried, default 4)")
-    g.add_argument("--ttft-ms", type=float, required=True, help="time-to-first-token objective, ms")
-    g.add_argument("--tpot-ms", type=float, required=True, help="time-per-output-token objective, ms")
-    g.add_argument("--duration", type=float, default=4.0, help="seconds of arrivals per measured rate, longer when fewer than 10 requests would arrive (default 4)")
+    g.add_argument("--rate", type=number, default=None, help="requests per second (with --search: the first rate tried, default 4)")
+    g.add_argument("--ttft-ms", type=number, required=True, help="time-to-first-token objective, ms")
+    g.add_argument("--tpot-ms", type=number, required=True, help="time-per-output-token objective, ms")
+    g.add_argument("--duration", type=number, default=4.0, help="seconds of arrivals per measured rate, longer when fewer than 10 requests would arrive (default 4)")
     g.add_argument("--mix", default="chat", help=f"prompt and output lengths: {', '.join(MIXES)}, or ranges such as 64-128/16-32 (default chat)")
-    g.add_argument("--seed", type=int, default=0, help="seeds arrivals, lengths, prompts and weights (default 0)")
+    g.add_argument("--seed", type=whole, default=0, help="seeds arrivals, lengths, prompts and weights (default 0)")
     g = p.add_argument_group("server")
     g.add_argument("--mode", default="colocated", help="colocated (prefill and decode in each worker) or disaggregated (default colocated)")
     g.add_argument("--model", default="serve", help=f"model size: {', '.join(SERVING_PRESETS)} (default serve)")
-    g.add_argument("--max-batch", type=int, default=32, help="sequences decoding at once across the server (default 32)")
+    g.add_argument("--max-batch", type=whole, default=32, help="sequences decoding at once across the server (default 32)")
     g = p.add_argument_group("goodput search")
     g.add_argument("--search", action="store_true", help="find the highest rate meeting --target (bracket, then bisect)")
-    g.add_argument("--target", type=float, default=0.9, help="share of requests that must meet both SLOs (default 0.9)")
-    g.add_argument("--max-rate", type=float, default=256.0, help="highest rate the search tries (default 256)")
-    g.add_argument("--tolerance", type=float, default=0.1, help="stop bisecting when the bracket is this close, relative (default 0.1)")
-    g.add_argument("--max-probes", type=int, default=12, help="rates measured at most (default 12)")
+    g.add_argument("--target", type=number, default=0.9, help="share of requests that must meet both SLOs (default 0.9)")
+    g.add_argument("--max-rate", type=number, default=256.0, help="highest rate the search tries (default 256)")
+    g.add_argument("--tolerance", type=number, default=0.1, help="stop bisecting when the bracket is this close, relative (default 0.1)")
+    g.add_argument("--max-probes", type=whole, default=12, help="rates measured at most (default 12)")
     g = p.add_argument_group("output")
     g.add_argument("--json", action="store_true", help="print a JSON object instead of text")
     g.add_argument("--quiet", action="store_true", help="no progress lines on stderr")

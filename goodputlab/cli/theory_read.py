@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from .. import theory
 from ..errors import ConfigError
+from ..validate import ascii_number
 from .common import UnreadableValue
 
 
@@ -41,7 +42,7 @@ def read_value(args: argparse.Namespace, field: str, reader: Reader) -> Any:
     if text is None:
         return None
     try:
-        value = reader.kind(text)
+        value = reader.kind(ascii_number(text, whole=reader.kind is int))  # no 1_000, no other scripts' digits
     except ValueError:
         raise UnreadableValue(field, text, reader.allowed) from None
     if isinstance(value, float) and math.isnan(value):

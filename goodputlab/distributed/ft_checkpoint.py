@@ -21,11 +21,11 @@ that step and nobody heals; a group relaunched later in the run heals from a pee
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
+from typing import Callable
 
 from ..engine import events as E
-
-CKPT_DIR = "ckpt"
 
 
 def is_due(config, step_done: int) -> bool:
@@ -37,11 +37,11 @@ def is_due(config, step_done: int) -> bool:
 def save(run_dir: Path, config, events, built, step_done: int, batch_size: int) -> None:
     """Save the state after ``step_done`` steps (this group is the saver): ``ckpt_save``, then ``ckpt_commit``."""
     from ..checkpoints.state import capture_state
-    from ..checkpoints.store import CheckpointStore
+    from ..checkpoints.store import CheckpointStore, state_file_cap
 
     events.emit(E.W_CKPT_SAVE, step=step_done)
     state = capture_state(built.model, built.optimizer, built.scheduler, step_done, {"batch_size": batch_size})
-    path = CheckpointStore(run_dir / CKPT_DIR, config.keep).save(state, step_done)
+    path = CheckpointStore.of_run(run_dir, config.keep, state_file_cap(built.preset.state_bytes)).save(state, step_done)
     events.emit(E.M_CKPT_COMMIT, ckpt_step=step_done, tier="disk", path=str(path))
 
 
@@ -49,10 +49,11 @@ def restore(run_dir: Path, config, events, built) -> int:
     """Load the newest valid checkpoint into ``built`` (booked ``restore``); its step, or 0 when none loads.
     A damaged one is skipped (``ckpt_invalid``) for the next older one."""
     from ..checkpoints.state import apply_state, check_training_state
-    from ..checkpoints.store import CheckpointStore
+    from ..checkpoints.store import CheckpointStore, state_file_cap
 
     events.emit(E.W_RESTORE, step=0)
-    store = CheckpointStore(run_dir / CKPT_DIR, config.keep)
+    # this job's checkpoints only; a file listed as larger than this model's state allows is refused unread
+    store = CheckpointStore.of_run(run_dir, config.keep, state_file_cap(built.preset.state_bytes))
     found = store.load_newest_valid(
         on_invalid=lambda c, why: events.emit(E.M_CKPT_INVALID, ckpt_step=c.step, tier="disk", reason=why),
         accept=lambda c, state: check_training_state(state, c.step, built.model, built.optimizer),
@@ -63,3 +64,36 @@ def restore(run_dir: Path, config, events, built) -> int:
     step = apply_state(state, built.model, built.optimizer, built.scheduler)
     events.emit(E.M_RESTORED, step=step, ckpt_step=step, source="disk", path=str(checkpoint.path))
     return step
+
+
+class ResumeNews:
+    """A resumed run's restore, told as it happens, each as one :class:`~goodputlab.checkpoints.store.CheckpointWarning`:
+    no checkpoint in ``ckpt`` verifies (``resume_step`` 0), each damaged checkpoint a replica skipped (once, in the
+    words of ``describe_invalid``), and a first step trained with nothing restored at all."""
+
+    def __init__(self, ckpt: Path, resume_step: int, describe_invalid: Callable[[dict], str]):
+        from ..checkpoints.store import CheckpointWarning
+
+        self.warning, self.ckpt, self.resume_step, self.describe = CheckpointWarning, ckpt, resume_step, describe_invalid
+        self.said: set = set()  # the damaged steps told, and "restored" once a replica restored one
+        if resume_step == 0 and any(ckpt.glob("step-*")):
+            warnings.warn(f"--resume: no checkpoint in {ckpt} verifies (each is damaged): the run trains from step 0",
+                          self.warning, stacklevel=3)
+
+    def seen(self, e: dict) -> None:
+        """An event of a replica's first launch."""
+        if e["kind"] == E.M_CKPT_INVALID and e["ckpt_step"] not in self.said:
+            self.said.add(e["ckpt_step"])
+            warnings.warn(self.describe(e), self.warning, stacklevel=4)
+        elif e["kind"] == E.M_RESTORED and e.get("source") == "disk":
+            self.said.add("restored")
+        elif e["kind"] == E.W_STEP_END and self.resume_step > 0 and not {"restored", "nothing"} & self.said:
+            self.said.add("nothing")
+            warnings.warn(f"--resume: no replica could restore a checkpoint of {self.ckpt} (each was damaged): the run "
+                          "trains from step 0", self.warning, stacklevel=4)
+
+
+def resumed_step(replicas: dict[int, list[dict]]) -> int:
+    """The step the replicas' first launches restored from disk (the lowest, if they differ; 0: none)."""
+    return min((e["ckpt_step"] for events in replicas.values() for e in events
+                if e["kind"] == E.M_RESTORED and e["attempt"] == 0 and e.get("source") == "disk"), default=0)

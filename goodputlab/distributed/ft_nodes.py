@@ -66,10 +66,11 @@ class FtNodes(OneMachine):
         remove_leftovers()  # a previous run killed before its teardown
         self.nodes = nodes
         self.cluster = EmulatedCluster(nodes + 1)  # the last namespace: the lighthouse's node
+        # known before set-up (the addresses are fixed): a run stopped while the namespaces are made still sums up
+        self.lighthouse_bind = f"{self.cluster.address(self.nodes)}:{LIGHTHOUSE_PORT}"
 
     def setup(self) -> None:
         self.cluster.setup()
-        self.lighthouse_bind = f"{self.cluster.address(self.nodes)}:{LIGHTHOUSE_PORT}"
 
     def lighthouse(self, cmd: list[str]) -> list[str]:
         return self.cluster.wrap(self.nodes, cmd)

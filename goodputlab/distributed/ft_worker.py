@@ -70,7 +70,8 @@ def bind_torchft(host: str) -> None:
     (127.0.0.1 for a run on one machine, a node's own address on an emulated node): the manager
     server's ``bind`` argument is rewritten, and the checkpoint server's class is replaced by one
     bound to ``host`` (and the address it advertises by ``host``). A heal's fetch records the peer's
-    checkpoint address in :data:`HEALED_FROM`. See docs/IN_JOB_RECOVERY.md for what a run exposes.
+    checkpoint address in :data:`HEALED_FROM`, and loads what it fetched with ``weights_only=True``
+    (torchft asks for ``False``: a pickle that runs code). See docs/IN_JOB_RECOVERY.md for what a run exposes.
     """
     from http.server import ThreadingHTTPServer
 
@@ -98,6 +99,15 @@ def bind_torchft(host: str) -> None:
         HEALED_FROM.append(str(metadata))
         return recv(self, src_rank, metadata, step, timeout)
 
+    def load_weights_only(f, *args, weights_only: bool = True, **kwargs):
+        # torchft asks for weights_only=False ("non-tensor states like lr_scheduler"): whoever answers at a peer's
+        # checkpoint address could then run code here. The state healed is tensors and plain data: torch's
+        # restricted unpickler reads it, and refuses a global it does not allow.
+        return streaming_load(f, *args, weights_only=True, **kwargs)
+
+    streaming_load = http_transport._streaming_load
+    if getattr(streaming_load, "__name__", "") != "load_weights_only":
+        http_transport._streaming_load = load_weights_only
     http_transport._IPv6HTTPServer = BoundHTTPServer
     http_transport.HTTPTransport.address = address
     http_transport.HTTPTransport.recv_checkpoint = recv_checkpoint
@@ -334,7 +344,7 @@ def serve_as_spare(config: RunConfig, run_dir: Path, t0: float, control) -> tupl
 
 def main(argv: list[str] | None = None) -> int:
     from ..safe_io import read_regular
-    from .worker import _die_with_parent  # the kernel kills this replica if the supervisor dies
+    from ..procs import die_with_parent
 
     p = argparse.ArgumentParser(prog="python -m goodputlab.distributed.ft_worker", description=__doc__)
     p.add_argument("--run-dir", type=Path, required=True)
@@ -346,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--control-fd", type=int, default=None, help="the supervisor's control pipe (recovery.control)")
     p.add_argument("--resume", action="store_true", help="start from the run's newest valid checkpoint (a first launch)")
     args = p.parse_args(argv)
-    _die_with_parent()
+    die_with_parent(os.getppid())  # the kernel kills this replica if the supervisor (or its agent) dies
     config = RunConfig.from_dict(json.loads(read_regular(args.run_dir / "config.json", 1 << 20)))
     if args.standby:
         from ..recovery.control import ControlChannel, ControlClosed

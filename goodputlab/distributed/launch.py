@@ -36,6 +36,8 @@ from .binding import bind_address, is_bindable_address
 #: The job attempts before this torchrun started (set by the supervisor of an emulated cluster, which
 #: relaunches every node's torchrun itself): a rank's attempt is this plus torchrun's restart count.
 ATTEMPT_BASE_ENV = "GOODPUTLAB_ATTEMPT_BASE"
+#: torchrun, with the c10d rendezvous store bound to the hosting node's address (an emulated node 0)
+NODE_AGENT_MODULE = "goodputlab.distributed.node_agent"
 MAX_NPROC = 1024  # ranks on one machine; far past any machine's accelerators or cores
 MAX_NNODES = 100_000
 MAX_EMULATED_NODES = 8  # network namespaces on one machine (--emulate-nodes): each runs --nproc ranks
@@ -152,12 +154,15 @@ class TorchrunLaunch:
         return self.nproc * self.nnodes
 
     def command(self, python: str, module: str, module_args: list[str], rdzv_file: str | None = None) -> list[str]:
-        """The argument vector that starts ``python -m torch.distributed.run`` for ``python -m module``.
+        """The argument vector that starts ``python -m torch.distributed.run`` for ``python -m module``
+        (:data:`NODE_AGENT_MODULE` instead for the machine that hosts the rendezvous at its ``bind_host``).
 
         ``rdzv_file``: on one machine, the private file that holds the rendezvous (created by
         the caller, mode ``0o600``; :class:`~goodputlab.distributed.launcher.TorchrunJob` does).
         """
-        cmd = [python, "-m", "torch.distributed.run"]
+        # the agent that hosts the rendezvous at a node's own address binds its store there first (node_agent)
+        agent = NODE_AGENT_MODULE if self.rdzv_is_host and self.bind_host is not None else "torch.distributed.run"
+        cmd = [python, "-m", agent]
         seconds = str(max(1, math.ceil(self.rdzv_timeout_s)))  # torchrun reads whole seconds
         if self.nnodes == 1:
             if rdzv_file is None:
@@ -318,6 +323,46 @@ def check_scale_out(config) -> None:
               "the state before the group restarts)")
         check(not (config.model == "large" and config.device == "cuda"), "ckpt_jit", True,
               "not with FSDP (--model large on CUDA): a rank alone does not hold the whole state")
+
+
+RANKS_PER_CORE = 2  # a data-parallel rank on a CPU core, and one more waiting on its collectives or its storage
+
+
+def ranks_here(config) -> int:
+    """The training processes a run starts on this machine: ``nproc``, times the emulated nodes or the ranks of
+    each torchft replica group, and a torchft hot spare's standby."""
+    if config.fault_tolerance == "torchft":
+        return config.nproc * config.group_size + int(config.hot_spare)
+    return config.nproc * max(1, config.emulate_nodes)
+
+
+def check_fits_machine(config, cores: int | None = None, free_bytes: int | None = None) -> None:
+    """Refuse (field ``nproc``) a job of two or more ranks that this machine cannot hold: more than
+    :data:`RANKS_PER_CORE` ranks a core, or more than its free memory holds at the model's run memory a rank
+    (:attr:`~goodputlab.training.workload.ModelPreset.run_memory_bytes`). ``--oversubscribe`` starts it anyway.
+    ``cores`` and ``free_bytes`` (bytes): this machine's now (:mod:`goodputlab.machine`) unless given.
+
+    A launch past that is no experiment: 64 ranks in a 3 GB container hit the limit in 20 s, and the OOM
+    killer took the supervisor, leaving its ranks behind."""
+    from ..machine import available_memory_bytes, cores as machine_cores
+    from ..training.workload import PRESETS
+
+    ranks = ranks_here(config)
+    if ranks < 2 or config.oversubscribe:
+        return
+    cores = machine_cores() if cores is None else cores
+    free = available_memory_bytes() if free_bytes is None else free_bytes
+    each = PRESETS[config.model].run_memory_bytes
+    fit = max(1, min(RANKS_PER_CORE * cores, free // each))
+    if ranks <= fit:
+        return
+    how = (f" (--emulate-nodes {config.emulate_nodes} x --nproc {config.nproc})" if ranks != config.nproc and config.emulate_nodes
+           else f" (--nproc {config.nproc} x --group-size {config.group_size}{' + a hot spare' * config.hot_spare})"
+           if ranks != config.nproc else "")
+    raise ConfigError("nproc", config.nproc,
+                      f"a job that fits this machine: at most {fit} rank{'s' * (fit != 1)} here ({RANKS_PER_CORE} a core of its {cores}, "
+                      f"and {free / 1e9:.1f} GB of free memory at about {each / 1e9:.2f} GB a rank of the {config.model} "
+                      f"model), not {ranks}{how}; --oversubscribe starts them anyway")
 
 
 def _emulated_nodes_settings(config) -> None:

@@ -10,9 +10,10 @@ learns each rank's process from its ``init`` event, and can
   SIGKILL) and, while ``--max-restarts`` allows, starts the whole group again; the new ranks
   see ``TORCHELASTIC_RESTART_COUNT`` one higher and resume from the newest checkpoint;
 * :meth:`~TorchrunJob.stop`: end everything: SIGTERM to the agent (it stops its ranks), then
-  SIGKILL to the agent's session and to every rank still alive. A rank whose agent dies is
-  killed by the kernel anyway (the worker asks for ``PR_SET_PDEATHSIG``), so no process
-  outlives a run, also when the supervisor itself is killed.
+  SIGKILL to the agent's session and to every rank still alive. The agent dies with the
+  supervisor and a rank with its agent, however they die (``PR_SET_PDEATHSIG``,
+  :mod:`goodputlab.procs`), so no process outlives a run, also when the supervisor itself is
+  SIGKILLed: no orphan goes on committing checkpoints into the run's folder.
 
 A rank's process is identified by its pid *and* its start time (``/proc/PID/stat``), so a pid
 the system has reused for another process is never signalled.
@@ -40,6 +41,7 @@ from pathlib import Path
 
 from ..engine.events import EventTail
 from ..errors import ConfigError
+from ..procs import dies_with_this_process
 from .binding import BIND_ENV, PORT_FILE_ENV, bind_address, exposure_warning, listen_env
 from .joblog import RANK_LOG, RANKS_DIR
 from .launch import TorchrunLaunch
@@ -136,10 +138,12 @@ class TorchrunJob:
             return
         if wrap is not None:
             cmd = wrap(cmd)
-        # its own session: one killpg reaches the agent (the ranks have sessions of their own)
+        # its own session: one killpg reaches the agent (the ranks have sessions of their own); it dies with the
+        # supervisor, however the supervisor dies, and its ranks with it (each asks to die with its agent)
         try:
             self.proc = subprocess.Popen(
-                cmd, stdout=stdout_fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+                cmd, stdout=stdout_fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                preexec_fn=dies_with_this_process(),
             )
         except BaseException:
             self._remove_rdzv_file()

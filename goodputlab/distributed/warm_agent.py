@@ -7,7 +7,7 @@ spare CPU only, imports torchrun's launcher (which imports torch), and blocks on
 At a relaunch the supervisor writes one JSON line, ``{"args": [...], "env": {...}}``: torchrun's arguments
 (what follows ``python -m torch.distributed.run``) and the environment of the job's agent. The agent
 returns to normal priority, takes that environment, and runs torchrun's ``main`` as
-``python -m torch.distributed.run`` would: the node joins the rendezvous without an interpreter to start.
+``python -m goodputlab.distributed.node_agent`` would: the node joins the rendezvous without an interpreter to start.
 End of input without a line (the supervisor is gone or let it go): it exits 0.
 
     python -m goodputlab.distributed.warm_agent --for RUN_DIR   (RUN_DIR: only to name the run it serves)
@@ -27,7 +27,8 @@ def main() -> int:
 
     idle = enter_idle_priority()
     started = time.monotonic()
-    import torch.distributed.run as torchrun  # the cold part of an agent's start, paid while it waits
+    import torch.distributed.run  # noqa: F401  the cold part of an agent's start, paid while it waits
+    from .node_agent import run
 
     print(f"goodputlab warm agent: torchrun's launcher imported in {time.monotonic() - started:.2f} s", flush=True)
 
@@ -40,7 +41,7 @@ def main() -> int:
     os.environ.clear()
     os.environ.update(order["env"])
     sys.argv = ["torchrun", *order["args"]]
-    torchrun.main(order["args"])
+    run(order["args"])  # node 0's agent binds its rendezvous store to the node's address first
     return 0
 
 

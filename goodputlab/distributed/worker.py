@@ -34,6 +34,7 @@ from pathlib import Path
 from ..engine import events as E
 from ..engine.config import RunConfig
 from ..engine.events import EventWriter
+from ..procs import die_with_parent
 from .joblog import RANK_LOG, RANKS_DIR, SUPERVISOR_LOG
 
 
@@ -43,7 +44,7 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
     import torch.distributed as dist
 
     from ..checkpoints.interval import AutoInterval
-    from ..checkpoints.store import CheckpointStore
+    from ..checkpoints.store import CheckpointStore, state_file_cap
     from ..engine.config import AUTO
     from ..engine.worker import should_save
     from ..pipeline.loader import SlowStorageDataset, data_file, make_loader
@@ -82,7 +83,8 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
         io_jitter=config.io_jitter,
         transform_s=config.transform_ms / 1000,
     )
-    store = CheckpointStore(run_dir / "ckpt", keep=config.keep, storage_bps=config.storage_bps())
+    store = CheckpointStore.of_run(run_dir, keep=config.keep, max_file_bytes=state_file_cap(preset.state_bytes),  # this job's
+                                   storage_bps=config.storage_bps())
     events.emit(
         E.M_WORKER_INFO,
         device=str(device),
@@ -302,17 +304,6 @@ def _rebuild_optimizer(optimizer, scheduler, params):
     return new, torch.optim.lr_scheduler.LambdaLR(new, lam)
 
 
-def _die_with_parent() -> None:
-    """On Linux, have the kernel SIGKILL this rank if torchrun's agent (its parent) dies: no orphans."""
-    parent = os.getppid()
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:
-        os._exit(1)
-
-
 def main(argv: list[str] | None = None) -> int:
     from ..safe_io import read_regular
     from .ranks import RankEnv
@@ -322,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--t0", type=float, required=True, help="the run's start on this machine's monotonic clock")
     args = p.parse_args(argv)
     env = RankEnv.from_environ()
-    _die_with_parent()
+    die_with_parent(os.getppid())  # the kernel kills this rank if torchrun's agent (its parent) dies: no orphans
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 PID` prints where a rank is stuck
     (args.run_dir / RANKS_DIR).mkdir(exist_ok=True)
     events = EventWriter(args.run_dir / RANKS_DIR / RANK_LOG.format(rank=env.rank), args.t0, env.restart_count)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import tempfile
 import time
 import warnings
@@ -145,13 +146,14 @@ _SCRATCH: Path | None = None
 
 def default_out_dir() -> Path:
     """A fresh directory for a run's files, in this process's scratch folder under the system's
-    temporary directory (``goodputlab-runs/goodputlab-<pid>-.../``), which is removed when the
+    temporary directory (``goodputlab-runs-<uid>/goodputlab-<pid>-.../``), which is removed when the
     process (a notebook's kernel) exits: see :mod:`goodputlab.engine.scratch`."""
     global _SCRATCH
     from .scratch import scratch_dir
 
     if _SCRATCH is None or not _SCRATCH.is_dir():
-        _SCRATCH = scratch_dir("goodputlab-", parent=Path(tempfile.gettempdir()) / "goodputlab-runs")
+        # one parent per user, this user's alone (scratch.private_folder): another user cannot place it
+        _SCRATCH = scratch_dir("goodputlab-", parent=Path(tempfile.gettempdir()) / f"goodputlab-runs-{os.geteuid()}")
     return Path(tempfile.mkdtemp(prefix=time.strftime("run-%Y%m%d-%H%M%S-"), dir=_SCRATCH))
 
 

@@ -265,6 +265,10 @@ class RunConfig:
         "replaced by a spare, and every relaunch hands its command to warm agents instead of starting new ones",
         validate.Whole(0, launch.MAX_EMULATED_NODES, unit="nodes"), "distributed", "M", default_text="0: none",
     )
+    oversubscribe: bool = setting(
+        False, "start more ranks than this machine's cores and free memory hold (2 a core; the model's run memory "
+        "each): you know better", validate.Boolean(), "distributed",
+    )
     straggler_rank: int | None = setting(
         None, "the rank that straggles (--straggler-prob and --straggler-factor say how)",
         validate.Optional(validate.Whole(0)), "distributed", "RANK",

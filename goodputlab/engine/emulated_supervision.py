@@ -32,6 +32,7 @@ import numpy as np
 from . import events as E
 from ..recovery.booking import M_EXPOSED, M_PARTITION, M_PARTITION_END, SUP_HANG
 from ..recovery.modes import FailureClock
+from ..procs import dies_with_this_process
 from ..recovery.standby import to_normal_priority
 from .launch import WorkerCrashed, WorkerLog, worker_env
 from .supervision import POLL_S
@@ -156,7 +157,8 @@ class EmulatedNodesSupervision(TorchrunSupervision):
             try:
                 cmd = [self.python, "-m", warm_agent.__name__, "--for", str(self.out)]
                 proc = subprocess.Popen(self.cluster.wrap(node, cmd), stdin=subprocess.PIPE, stdout=log.write_fd,
-                                        stderr=subprocess.STDOUT, env=worker_env(self.config), start_new_session=True)
+                                        stderr=subprocess.STDOUT, env=worker_env(self.config), start_new_session=True,
+                                        preexec_fn=dies_with_this_process())  # no agent outlives the supervisor
             finally:
                 log.start()
             self.warm[node] = (proc, log)

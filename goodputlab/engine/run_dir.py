@@ -34,14 +34,17 @@ import time
 import uuid
 from pathlib import Path
 
+from ..checkpoints.ownership import MARKER  # marks a run folder; flock-ed by the run using it
 from ..errors import ConfigError
 from ..recovery.disk_full import BALLAST  # what --failure-mode disk-full fills the disk with
 from ..safe_io import FileLock, LockHeld, UnsafeFileError, is_link, open_regular, remove_entry, reserve_space
 
-MARKER = ".goodputlab-run"  # marks a run folder; flock-ed by the run using it
 RESERVE = ".goodputlab-reserve"  # disk space set aside for the end of the run
 RESERVE_BYTES = 1 << 20  # the last events, the worker's log tail and summary.json: a few kB
 RUN_ARTIFACTS = ("ckpt", "logs", "ranks", "events.jsonl", "summary.json", "config.json", RESERVE, BALLAST)
+#: What a run replaces in its folder and adds to, as its messages say it (from RUN_ARTIFACTS: they cannot drift)
+REPLACED = ", ".join(f"{name}/" if "." not in name else name for name in RUN_ARTIFACTS if not name.startswith("."))
+REPLACED += " and .goodputlab-* files"
 #: What a resumed run keeps of the session before: its checkpoints, and its event log and logs, which it appends to.
 RESUME_KEEPS = ("ckpt", "logs", "events.jsonl")
 _DATA_TEMPORARY = re.compile(r"^tokens-.*\.tmp\d+$")  # goodputlab.pipeline.loader.data_file's temporary names
@@ -184,8 +187,8 @@ def claim_run_dir(out: str | Path, overwrite: bool = False, resume: bool = False
     path = Path(out).expanduser()
     forbidden = _never_a_run_folder(path.resolve())
     if forbidden is not None:
-        raise ConfigError("out", shown, f"a folder of the run's own, not {forbidden} (a run replaces files named "
-                          "ckpt/, logs/, config.json, events.jsonl, summary.json there), even with --overwrite")
+        raise ConfigError("out", shown, f"a folder of the run's own, not {forbidden} (a run replaces {REPLACED} "
+                          "there and adds its data set to data/), even with --overwrite")
     if resume and not path.is_dir():
         raise ConfigError("out", shown, "with --resume, the folder of an earlier goodputlab run")
     if os.path.lexists(path) and not path.is_dir():
@@ -208,7 +211,7 @@ def claim_run_dir(out: str | Path, overwrite: bool = False, resume: bool = False
             "out",
             shown,
             "a new or empty folder, or the folder of an earlier goodputlab run; this one holds other files "
-            "(--overwrite replaces goodputlab's own files there: ckpt/, logs/, config.json, events.jsonl, summary.json)",
+            f"(--overwrite replaces goodputlab's own files there, {REPLACED}, and adds its data set to data/)",
         )
     try:
         lock = FileLock(path / MARKER)
@@ -218,9 +221,10 @@ def claim_run_dir(out: str | Path, overwrite: bool = False, resume: bool = False
     except (UnsafeFileError, OSError) as e:
         why = str(e) if isinstance(e, UnsafeFileError) else (e.strerror or str(e))
         raise ConfigError("out", shown, f"a folder that can be created and written ({why})") from None
-    try:  # the run id stays the folder's for as long as runs reuse it
+    try:  # the run id stays the folder's for as long as runs reuse it; the job id is this start's alone
         run_id = marker_run_id(path) or uuid.uuid4().hex
-        lock.write_owner(run_id=run_id, pid=os.getpid(), host=socket.gethostname(), started_unix=time.time())
+        lock.write_owner(run_id=run_id, job_id=uuid.uuid4().hex, resume=resume, pid=os.getpid(), host=socket.gethostname(),
+                         started_unix=time.time())
     except OSError as e:
         lock.release()
         raise ConfigError("out", shown, f"a folder that can be created and written ({e.strerror or e})") from None

@@ -96,14 +96,29 @@ def sweep(parent: Path) -> list[Path]:
     return removed
 
 
+def private_folder(path: Path) -> Path:
+    """``path``, made if missing (mode 0700), when it is a real folder of this user that nobody else can write;
+    else a new private folder beside it (``<name>-xxxxxxxx``, made by :func:`tempfile.mkdtemp`).
+
+    A parent with a fixed name in the temporary directory can be made first by someone else: its owner can
+    then swap any folder in it for a link, and a run's files would land where that user chose."""
+    try:
+        path.mkdir(mode=0o700, parents=True)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022:
+        return path
+    return Path(tempfile.mkdtemp(prefix=f"{path.name}-", dir=path.parent))
+
+
 def scratch_dir(prefix: str = "goodputlab-", parent: str | Path | None = None) -> Path:
     """A fresh folder ``<parent>/<prefix><pid>-xxxxxxxx`` (``parent``: the system's temporary
-    directory), removed when this process exits; first removes the scratch folders of processes
+    directory; a ``parent`` given must be this user's alone, :func:`private_folder`), removed when this process exits; first removes the scratch folders of processes
     that have ended. Its :data:`MARKER` stays locked by this process until then."""
     if not prefix.startswith("goodputlab"):
         raise ValueError(f"a scratch folder's prefix starts with 'goodputlab' (got {prefix!r}): the sweep looks for that")
-    root = Path(parent) if parent is not None else Path(tempfile.gettempdir())
-    root.mkdir(parents=True, exist_ok=True)
+    root = private_folder(Path(parent)) if parent is not None else Path(tempfile.gettempdir())
     sweep(root)
     d = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=root))
     fd = hold_new_lock(d, MARKER)

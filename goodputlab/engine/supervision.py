@@ -30,7 +30,7 @@ from typing import Callable
 import numpy as np
 
 from . import events as E
-from ..checkpoints.store import CheckpointStore, CheckpointWarning
+from ..checkpoints.store import CheckpointStore, CheckpointWarning, state_file_cap
 from .config import RunConfig
 from .events import EventTail, EventWriter, read_events
 from .interrupts import RunInterrupted
@@ -420,8 +420,9 @@ def add_restart_check(summary: dict, config: RunConfig) -> None:
 
 
 def newest_valid_step(out: Path, config: RunConfig) -> int:
+    """The step of the newest checkpoint in ``out`` that this job may restore and that verifies (0: none)."""
     try:
-        return CheckpointStore(out / "ckpt", config.keep).newest_valid_step()
+        return CheckpointStore.of_run(out, config.keep, state_file_cap(PRESETS[config.model].state_bytes)).newest_valid_step()
     except (ValueError, OSError):  # no usable checkpoint folder at all
         return 0
 

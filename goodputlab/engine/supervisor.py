@@ -59,6 +59,9 @@ def run_supervised(
         raise ConfigError("fault_tolerance", config.fault_tolerance, INSTALL_HINT)  # one line, before the folder is claimed
     if config.failure_mode == DISK_FULL:
         check_fillable(out)  # before the folder is claimed: a refused run touches nothing
+    from ..distributed.launch import check_fits_machine
+
+    check_fits_machine(config)  # ranks against this machine's cores and free memory, before the folder is claimed
     if config.emulate_nodes >= 2:
         from ..distributed.netns import check_privilege
 

@@ -36,8 +36,10 @@ from .interrupts import RunInterrupted
 from .launch import WorkerCrashed, worker_env
 from .run_dir import RunDir
 from ..errors import ConfigError
+from ..procs import dies_with_this_process
 from ..safe_io import write_atomic
-from .supervision import POLL_S, Progress, budget_reason, check_resume, newest_valid_step, poisson_failure_rng
+from .supervision import (POLL_S, Progress, budget_reason, check_resume, invalid_message, newest_valid_step,
+                          poisson_failure_rng)
 from .torchrun_supervision import TorchrunSupervision, start_job_folder
 
 #: What a run asking for torchft without it installed is told (one line, exit 2).
@@ -67,12 +69,6 @@ def lighthouse_command() -> list[str] | None:
     here = Path(sys.executable).parent / "torchft_lighthouse"
     script = str(here) if here.exists() else shutil.which("torchft_lighthouse")
     return [script] if script else None
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 class _Tail:
@@ -108,6 +104,9 @@ class TorchftSupervision:
                                                     announce=announce, on_each=f"{config.nproc} torchft replica groups")
         #: the step every group's first launch restores (distributed.ft_checkpoint), 0: from the start
         self.resume_step = newest_valid_step(run_dir.path, config) if resume else 0
+        from ..distributed.ft_checkpoint import ResumeNews
+
+        self.news = ResumeNews(run_dir.path / "ckpt", self.resume_step, invalid_message) if resume else None
         self.config, self.run_dir, self.progress, self.python = config, run_dir, progress, python
         from ..distributed.ft_nodes import placement
 
@@ -168,7 +167,7 @@ class TorchftSupervision:
                 self.place.lighthouse([*self.lighthouse_bin, "--min_replicas", "1", "--bind", self.place.lighthouse_bind,
                                        "--join_timeout_ms", str(JOIN_TIMEOUT_MS), "--heartbeat_timeout_ms", str(HEARTBEAT_TIMEOUT_MS)]),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=dies_with_this_process(),
             )
 
     def _env(self, replica: int = 0) -> dict:
@@ -192,8 +191,9 @@ class TorchftSupervision:
             command, env = self._group_launch(replica, command, env)
         command = self.place.wrap(replica, command)  # in its emulated node's namespace, if any
         with open(self.logs[replica], "wb") as log:
-            self.procs[replica] = subprocess.Popen(
+            self.procs[replica] = subprocess.Popen(  # it dies with us: a group's torchrun agent too
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                preexec_fn=dies_with_this_process(),
             )
         self._follow_replica(replica)
 
@@ -292,6 +292,8 @@ class TorchftSupervision:
             for e in tail.read():
                 if e["attempt"] != self.attempts[r]:
                     continue
+                if self.news is not None and e["attempt"] == 0:
+                    self.news.seen(e)  # a resume's restore, told as it happens
                 if e["kind"] == E.W_STEP_END and e.get("committed"):
                     if not self.training[r]:
                         self.training[r] = True
@@ -366,6 +368,7 @@ class TorchftSupervision:
         """The supervisor's end, the job's books from every replica's log, ``summary.json``."""
         from ..distributed.ft_worker import REPLICA_LOG
         from ..distributed.joblog import RANKS_DIR
+        from ..distributed.ft_checkpoint import resumed_step
         from ..distributed.replica_ledger import job_books, recoveries, survivor_quorum_waits
 
         self.run_dir.remove_temporaries()
@@ -400,7 +403,7 @@ class TorchftSupervision:
             "recoveries": recoveries(supervisor, replicas),
             "survivor_quorum_waits_s": survivor_quorum_waits(supervisor, replicas),
             "checkpoints": sum(1 for evs in replicas.values() for e in evs if e["kind"] == E.M_CKPT_COMMIT),  # one group saves
-            "resumed_from_step": self.resume_step,
+            "resumed_from_step": resumed_step(replicas),  # what the replicas' first launches restored
             "steps_completed": self.config.steps if self.completed else self.state.steps_done,
             "steps_executed": sum(1 for evs in replicas.values() for e in evs if e["kind"] == E.W_COMPUTE),
             "completed": self.completed,

@@ -55,7 +55,7 @@ def set_up(config: RunConfig, run_dir: Path, events) -> Run:
     import torch
 
     from ..checkpoints import strategies
-    from ..checkpoints.store import CheckpointStore
+    from ..checkpoints.store import CheckpointStore, state_file_cap
     from ..pipeline.loader import SlowStorageDataset, data_file
     from ..training.model import count_params
     from ..training.eager import skip_compiler_import
@@ -79,8 +79,9 @@ def set_up(config: RunConfig, run_dir: Path, events) -> Run:
         transform_s=config.transform_ms / 1000,
     )
     # A file far larger than this model's state is damage (or an attack), not something to read.
-    max_file_bytes = 4 * preset.state_bytes + (256 << 20)
-    store = CheckpointStore(run_dir / "ckpt", keep=config.keep, max_file_bytes=max_file_bytes, storage_bps=config.storage_bps())
+    max_file_bytes = state_file_cap(preset.state_bytes)
+    store = CheckpointStore.of_run(run_dir, keep=config.keep, max_file_bytes=max_file_bytes,  # this job's
+                                   storage_bps=config.storage_bps())
     tier = strategies.open_tier(config, max_file_bytes)  # e.g. the supervisor's RAM tier for --ckpt memory
     events.emit(
         E.M_WORKER_INFO,

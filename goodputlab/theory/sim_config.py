@@ -16,6 +16,8 @@ from ..errors import check
 # Above this many expected failures per trial the event arrays get large and a
 # run takes minutes; such a job would be all restarts anyway.
 MAX_EXPECTED_FAILURES_PER_TRIAL = 1_000_000
+#: The longest job simulated (seconds): a century. Past it the expected failures would blame the MTBF for a length.
+MAX_DURATION_S = 100 * 365 * 86400.0
 
 #: How a job recovers from a failure (``SimConfig.recovery``): ``restart``, the whole job restarts
 #: from its last checkpoint; ``in-job``, the failed replica group relaunches and heals from a peer
@@ -131,7 +133,9 @@ class SimConfig:
 
     def __post_init__(self) -> None:
         validate.whole("devices", self.devices, 1)
-        validate.seconds("duration_s", self.duration_s, positive=True)
+        validate.number("duration_s", self.duration_s, 0, MAX_DURATION_S, low_open=True,
+                        allowed=f"a length > 0 and at most a century ({MAX_DURATION_S:.0f} seconds, "
+                        f"{MAX_DURATION_S / 86400:.0f} days)")
         validate.seconds("interval_s", self.interval_s, positive=True)
         self._check_domains()  # before the failure source: the failure rate depends on them
         self._check_failure_source()

@@ -13,6 +13,7 @@ import altair as alt
 import ipywidgets as W
 
 from ..errors import ConfigError
+from ..machine import available_memory_bytes  # noqa: F401  (what fits in this machine's memory)
 
 
 def chart_widget(chart: alt.TopLevelMixin) -> alt.JupyterChart:
@@ -269,51 +270,6 @@ def set_big_number(widget: W.HTML, label: str, value: str, note: str = "") -> No
 
 
 # --- what fits in this machine's memory ----------------------------------------------------------
-def _read_int(path: Path) -> int | None:
-    try:
-        text = path.read_text().strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None  # "max" (cgroup v2, no limit) is not a number
-
-
-def _stat(path: Path, key: str) -> int:
-    try:
-        for line in path.read_text().splitlines():
-            k, _, v = line.partition(" ")
-            if k == key and v.strip().isdigit():
-                return int(v)
-    except OSError:
-        pass
-    return 0
-
-
-def available_memory_bytes(proc: Path = Path("/proc/meminfo"), cgroup: Path = Path("/sys/fs/cgroup")) -> int:
-    """Memory a new run can use now (bytes): the system's ``MemAvailable``, or less when this
-    process's container (cgroup v2 or v1) has a limit: the limit minus what the container uses,
-    page cache it can drop not counted."""
-    avail = None
-    try:
-        for line in proc.read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                avail = int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    if avail is None:
-        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    for limit_file, usage_file, stat_file, cache_key in (
-        (cgroup / "memory.max", cgroup / "memory.current", cgroup / "memory.stat", "inactive_file"),
-        (cgroup / "memory" / "memory.limit_in_bytes", cgroup / "memory" / "memory.usage_in_bytes",
-         cgroup / "memory" / "memory.stat", "total_inactive_file"),
-    ):
-        limit, usage = _read_int(limit_file), _read_int(usage_file)
-        if limit is None or usage is None or limit >= 1 << 60:
-            continue
-        in_use = max(0, usage - _stat(stat_file, cache_key))
-        avail = min(avail, max(0, limit - in_use))
-    return avail
-
-
 def models_that_fit(models, available_bytes: int | None = None) -> tuple[list[str], str]:
     """The model presets of ``models`` whose run fits in memory, and a sentence about the others.
 
