@@ -82,6 +82,8 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("goodputlab.engine.logread", 2),  # reading an event log: every line checked, in batches
     ("goodputlab.engine.steps", 2),  # which step executions survive, as ranges of steps
     ("goodputlab.engine.fold", 2),  # the ledger in one pass
+    ("goodputlab.engine.fold_limits", 2),  # what a log may make the fold keep
+    ("goodputlab.engine.event_line", 2),  # one line of a log, checked
     ("goodputlab.engine.follow", 2),  # a running job's ledger, from what its log gained
     ("goodputlab.distributed.launch", 2),  # the torchrun command line and the rules of a distributed run
     ("goodputlab.distributed.binding", 2),  # where a distributed run's sockets listen

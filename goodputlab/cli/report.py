@@ -25,6 +25,7 @@ import argparse
 import csv
 import io
 import json
+import math
 import sys
 import time
 import warnings
@@ -88,7 +89,7 @@ def run_report(args: argparse.Namespace) -> int:
             for w in caught:
                 print(f"goodputlab report: warning: {w.message}", file=sys.stderr)
             caught.clear()
-    print(json.dumps(result.summary, indent=1, allow_nan=False) if args.json else result.table())
+    print(_json_text(result.summary, indent=1) if args.json else result.table())
     return EXIT_OK
 
 
@@ -96,6 +97,23 @@ def _load(run_dir: Path):
     from ..engine.api import load_run
 
     return load_run(run_dir)
+
+
+def _finite(value):
+    """``value`` with every NaN or infinite float as None: JSON has no such numbers (a loss that diverged
+    is recorded as NaN; ``--json`` writes it as null)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _json_text(value, indent: int | None = None) -> str:
+    """``value`` as strict JSON (see :func:`_finite`)."""
+    return json.dumps(_finite(value), indent=indent, allow_nan=False)
 
 
 def _one_line(e: BaseException) -> str:
@@ -138,7 +156,7 @@ def _follow(run_dir: Path, interval: float, as_json: bool) -> int:
         while True:
             update = follower.update()
             if as_json:
-                print(json.dumps({"summary": update.summary, "progress": update.progress_line()}, allow_nan=False), flush=True)
+                print(_json_text({"summary": update.summary, "progress": update.progress_line()}), flush=True)
             else:
                 text = breakdown_table(update.summary, legend=False) + "\n\n" + update.progress_line()
                 print((_CLEAR if redraw else "") + text + ("" if redraw else "\n"), flush=True)

@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable
 from .. import categories as C
 from ..recovery import booking
 from . import events as E
+from .fold_limits import _CHECK_EVERY, MAX_ATTEMPTS, MAX_CHUNKS, LogLimitError, check  # noqa: F401
 from .logread import _NO_FIELDS, StepRun
 from .steps import INF, StepSet, Survival
 
@@ -65,7 +66,7 @@ class OutOfOrder(ValueError):
 class _Attempt:
     """What the fold keeps of one attempt: its steps as ranges, its completed compute in chunks."""
 
-    __slots__ = ("computed", "done", "starts", "sums", "top", "top_loss", "loss0", "pending")
+    __slots__ = ("computed", "done", "starts", "sums", "top", "top_loss", "loss0", "pending", "front_free")
 
     def __init__(self, marks: Iterable[int] = ()):
         self.computed = StepSet()  # steps it executed (events after its kill left out)
@@ -76,28 +77,38 @@ class _Attempt:
         self.top_loss: list[Any] = [None] * len(self.starts)  # and its loss
         self.loss0: Any = None  # the loss of step 0 (the run's initial loss, if it survives)
         self.pending: dict[int, float] = {}  # compute seconds of executions not completed (yet)
+        self.front_free = False  # the first chunk begins at a step, not at a resume point or a cut
 
     def chunk(self, step: int) -> int:
         starts = self.starts
         if starts and step >= starts[-1]:
             return len(starts) - 1
         i = bisect_right(starts, step) - 1
-        if i < 0:  # below the first chunk: a chunk of its own in front
-            starts.insert(0, step)
+        if i < 0:
+            if self.front_free:  # no resume point or cut below it: the first chunk reaches down, O(1)
+                starts[0] = step
+                return 0
+            starts.insert(0, step)  # a chunk of its own in front, once: later steps below it widen it
             self.sums.insert(0, 0.0)
             self.top.insert(0, None)
             self.top_loss.insert(0, None)
+            self.front_free = True
             i = 0
         return i
 
-    def mark(self, step: int) -> None:
-        """A checkpoint's resume point: a new chunk starts there, if no step at or past it ran yet."""
+    def mark(self, step: int) -> bool:
+        """A checkpoint's resume point: a new chunk starts there, if no step at or past it ran yet.
+        Returns whether a chunk was added."""
         his = self.computed.his
         if (not his or his[-1] < step) and (not self.starts or step > self.starts[-1]):
+            if not self.starts:
+                self.front_free = False
             self.starts.append(step)
             self.sums.append(0.0)
             self.top.append(None)
             self.top_loss.append(None)
+            return True
+        return False
 
 
 @dataclass
@@ -165,18 +176,33 @@ class LedgerFold:
         self.last_event: tuple | None = None
         self.max_done: int | None = None  # the highest step completed
         self.max_ckpt_step: int | None = None  # the newest checkpoint's resume point
+        self.chunks = 0  # resume points kept as chunks (at most MAX_CHUNKS)
+        self.unchecked = 0  # events fed since the limits were last checked
 
     def _attempt(self, a: int) -> _Attempt:
         A = self.attempts.get(a)
         if A is None:
+            if len(self.attempts) >= MAX_ATTEMPTS:
+                raise LogLimitError(f"more than {MAX_ATTEMPTS:,} attempts: not a log this ledger reads "
+                                    "(docs/BAD_INPUT.md, report)")
             A = self.attempts[a] = _Attempt(self.marks.get(a, ()))
         return A
+
+    def check_limits(self) -> None:
+        """Raise :class:`LogLimitError` past a documented limit (:func:`~goodputlab.engine.fold_limits.check`)."""
+        self.unchecked = 0
+        check(self)
 
     def feed(self, batch: Iterable[tuple] | StepRun) -> None:
         """Take the next events (tuples ``(t, attempt, step, kind, fields)``, or a :class:`StepRun`), in time order."""
         if isinstance(batch, StepRun):
             self.feed_run(batch)
             return
+        if not isinstance(batch, (list, tuple)):
+            batch = list(batch)
+        self.unchecked += len(batch)
+        if self.unchecked > _CHECK_EVERY:
+            self.check_limits()
         buckets, visit, killed, attempts = self.buckets, self.visit, self.killed, self.attempts
         last_t, max_a = self.last_t, self.max_attempt
         phase, phase_cat = self.phase, self.phase_cat
@@ -262,6 +288,9 @@ class LedgerFold:
         a second pass's cuts, phases being visited) goes one event at a time."""
         plain, wait, other, done, s0, t1, t2, t3, s_end, t_end = run.stat()
         a = run.attempt
+        self.unchecked += 1
+        if self.unchecked > _CHECK_EVERY:
+            self.check_limits()
         A = self.attempts.get(a)
         if not (plain and self.visit is None and not self.marks and self.straggle_t is None
                 and not (self.killed and a in self.killed) and t1 >= self.last_t and (A is None or not A.pending)):
@@ -327,7 +356,9 @@ class LedgerFold:
         if kind == E.M_CKPT_COMMIT:
             self.checkpoints += 1
             m = f["ckpt_step"]
-            self._attempt(a).mark(m)
+            A = self._attempt(a)
+            if self.chunks < MAX_CHUNKS and A.mark(m):  # past the cap, the second pass cuts where survival changes
+                self.chunks += 1
             if self.max_ckpt_step is None or m > self.max_ckpt_step:
                 self.max_ckpt_step = m
         elif kind == E.M_CKPT_INVALID:
@@ -362,6 +393,7 @@ class LedgerFold:
         """The ledger so far. ``final``: the stream has ended (the last phase is visited);
         otherwise the fold can go on with more events after it. ``resume_step``: where a run
         that stopped resumes, when its ``end`` does not say (a recording: its newest checkpoint)."""
+        self.check_limits()
         buckets = dict(self.buckets)
         phase = self.phase
         if final and self.visit is not None and phase is not None:

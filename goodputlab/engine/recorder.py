@@ -75,6 +75,7 @@ from .recorder_files import (
     _lexists,
     _load_or_create_t0,
     _repair_tail,
+    check_own_log_before_start,
     count_lines,
     open_regular_rw,
     open_step_records,
@@ -234,6 +235,7 @@ class Recorder:
         self.total_steps = None if total_steps is None else operator.index(total_steps)
         self.path = events_path(self.run_dir, self.rank)
         self._fd = self._rec_fd = -1
+        check_own_log_before_start(self.path)
         t0_unix = _load_or_create_t0(self.run_dir)
 
         # Hold an exclusive lock while this attempt lives (the kernel drops it when the process

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from . import events as E
-from .fold import Folded, LedgerFold, OutOfOrder, sorted_tuples
+from .fold import Folded, LedgerFold, LogLimitError, OutOfOrder, sorted_tuples
 from .logread import EventLogError, as_dict, event_batches
 from .recorder import EVENTS_FILE, NotARunDirectory
 from .recorder_files import META_FILE, _attempt_lock_path, _lexists
@@ -37,9 +37,21 @@ from .recorder_files import META_FILE, _attempt_lock_path, _lexists
 LAB_CONFIG_MAX_BYTES = 1 << 20
 
 
-def read_log(path: Path | str) -> list[dict]:
-    """The events of one log, in file order (a last line cut short by a kill is left out, with a warning)."""
-    return [as_dict(ev) for batch in event_batches(path) for ev in batch]
+#: A log out of time order is sorted in memory (a recorder's never is): past this many events, it is refused
+#: (:class:`~goodputlab.engine.fold.LogLimitError`) rather than held (docs/BAD_INPUT.md, "report").
+MAX_SORTED_EVENTS = 200_000
+
+
+def read_log(path: Path | str, limit: int | None = None) -> list[dict]:
+    """The events of one log, in file order (a last line cut short by a kill is left out, with a warning).
+    ``limit``: refuse a log of more events (:class:`~goodputlab.engine.fold.LogLimitError`)."""
+    out: list[dict] = []
+    for batch in event_batches(path):
+        out.extend(as_dict(ev) for ev in batch)
+        if limit is not None and len(out) > limit:
+            raise LogLimitError(f"{path}: not in time order and longer than {limit:,} events, which would be sorted "
+                                "in memory: not a log this ledger reads (docs/BAD_INPUT.md, report)")
+    return out
 
 
 def event_files(run_dir: Path | str) -> dict[int | None, Path]:
@@ -126,11 +138,11 @@ class Recording:
             except OutOfOrder:  # not a recorder's log (lines in time order): sorted in memory
                 if visit is not None:
                     visit.reset()
-                tuples = sorted_tuples(read_log(path))
+                tuples = sorted_tuples(read_log(path, MAX_SORTED_EVENTS))
                 return self._fold_stream(lambda: [tuples], self.live[key], visit)
         source = self._merged_stream()
         if source is None:  # a log out of time order: its ranks merged in memory
-            merged = sorted_tuples(self.merged_events())
+            merged = sorted_tuples(self.merged_events(MAX_SORTED_EVENTS))
             source = lambda: [merged]  # noqa: E731
         return self._fold_stream(source, None, visit)
 
@@ -185,13 +197,16 @@ class Recording:
         return summary_of(done, self.config(done))
 
     # --- what is read only when asked ----------------------------------------------------------
-    def merged_events(self) -> list[dict]:
-        """Every event of the recording, in memory: the one log, or every rank's merged."""
+    def merged_events(self, limit: int | None = None) -> list[dict]:
+        """Every event of the recording, in memory: the one log, or every rank's merged. ``limit``: refuse
+        logs of more events than this, together (:class:`~goodputlab.engine.fold.LogLimitError`)."""
         from .merge import merge_ranks
 
         if self._merged is not None:
             return self._merged
-        logs = {key: read_log(p) for key, p in self.files.items()}
+        logs = {}
+        for key, p in self.files.items():
+            logs[key] = read_log(p, None if limit is None else limit - sum(map(len, logs.values())))
         logs = {key: evs for key, evs in logs.items() if evs}
         if not logs:
             raise NotARunDirectory(f"{self.run_dir}: its event log is empty (nothing recorded yet)")

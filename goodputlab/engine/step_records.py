@@ -46,6 +46,7 @@ KIND_NAMES = {DATA_WAIT: "data_wait", COMPUTE: "compute", STEP_END: "step_end", 
 MAX_ATTEMPT = (1 << 32) - 1  # an attempt or a line count past what a record holds is written as a JSON line
 MAX_LINES = (1 << 63) - 1
 CHUNK_RECORDS = 1 << 15  # records read at a time (1.3 MB)
+MAX_T = 1e16  # a time's bound, as a JSON line's (logread.MAX_T)
 
 
 class StepRecordError(ValueError):
@@ -119,7 +120,8 @@ def check(arr, first: int, last_lines: int) -> None:
     import numpy as np
 
     kind, step, lines = arr["kind"], arr["step"], arr["lines"]
-    bad = ~np.isfinite(arr["t"]) | (kind < DATA_WAIT) | (kind > LOOP) | (arr["flags"] > HAS_LOSS) \
+    bad = ~(np.abs(arr["t"]) < MAX_T) | ((arr["flags"] & HAS_LOSS) & ~np.isfinite(arr["loss"])).astype(bool) \
+        | (kind < DATA_WAIT) | (kind > LOOP) | (arr["flags"] > HAS_LOSS) \
         | (step < -1) | ((step < 0) & (kind != LOOP))
     bad[1:] |= lines[1:] < lines[:-1]
     if len(arr):
@@ -129,8 +131,10 @@ def check(arr, first: int, last_lines: int) -> None:
     i = int(np.flatnonzero(bad)[0])
     rec = tuple(arr[i].tolist())
     t, s, _, n, _, k, f = rec
-    if not math.isfinite(t):
-        why = f"'t' is {t}, not a finite number of seconds"
+    if not abs(t) < MAX_T:
+        why = f"'t' is {t}, not a finite number of seconds within ±1e16"
+    elif f & HAS_LOSS and not math.isfinite(rec[2]):
+        why = f"'loss' is {rec[2]}, not a finite number"
     elif k not in KIND_NAMES:
         why = f"kind code {k}, not one of {sorted(KIND_NAMES)}"
     elif f > HAS_LOSS:
