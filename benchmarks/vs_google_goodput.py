@@ -49,7 +49,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from goodputlab.engine import events as E, step_records as SR  # noqa: E402
+from goodputlab.measure import events as E, step_records as SR  # noqa: E402
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc).timestamp()  # the job's start (Unix seconds)
 EVERY = 100  # steps between checkpoints
@@ -135,7 +135,7 @@ def resume_after_crash(crash_at: int) -> int:
 
 # --- goodputlab: the lines gl.Recorder writes ----------------------------------------------------
 def write_goodputlab(job: Job, folder: Path, records: bool = False) -> None:
-    """The job as ``gl.Recorder`` logs it: JSON lines only, or with step records (``engine/step_records.py``)."""
+    """The job as ``gl.Recorder`` logs it: JSON lines only, or with step records (``measure/step_records.py``)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "recorder.json").write_text(json.dumps({"format": 1, "t0_unix": T0}) + "\n")
     lines, recs = [], [SR.HEADER]
@@ -255,7 +255,7 @@ def google_ledger(logger: MemoryLogger, cache_dir: str) -> dict:
 
 # --- part 1: the two ledgers ---------------------------------------------------------------------
 def compare(job: Job, work: Path) -> None:
-    from goodputlab.engine.recording import Recording
+    from goodputlab.measure.recording import Recording
 
     folder = work / "job"
     write_goodputlab(job, folder)
@@ -407,7 +407,7 @@ print(json.dumps({"wall": wall, "cpu": cpu, "peak_mb": hwm_mb(), "before_mb": be
 """
 OURS_TIMED = HWM + r"""
 import json, sys, time
-from goodputlab.engine.recording import Recording
+from goodputlab.measure.recording import Recording
 before = hwm_mb()
 t, c = time.perf_counter(), time.process_time()
 summary = Recording(sys.argv[2]).summary()

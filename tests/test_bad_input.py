@@ -287,7 +287,7 @@ RECORDER_ATTACKS = {
 @pytest.mark.parametrize("attack,message", attacks("recorder-"))
 def test_the_recorder_refuses_a_planted_link_or_fifo_and_never_touches_its_target(attack, message, tmp_path):
     import goodputlab as gl
-    from goodputlab.engine.recorder import RecorderError
+    from goodputlab.measure.recorder import RecorderError
 
     victim = tmp_path / "victim.txt"
     victim.write_bytes(b"the user's data\n" * 1000)  # a log's tail repair would have truncated it

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 import goodputlab as gl
-from goodputlab.engine import events as E
-from goodputlab.engine.fold import LedgerFold, OutOfOrder
-from goodputlab.engine.ledger import summarize
-from goodputlab.engine.logread import EventLogError, LogReader, event_batches, parse_event
+from goodputlab.measure import events as E
+from goodputlab.measure.fold import LedgerFold, OutOfOrder
+from goodputlab.measure.ledger import summarize
+from goodputlab.measure.logread import EventLogError, LogReader, event_batches, parse_event
 
 CORPUS = Path(__file__).resolve().parent / "data" / "ledger_corpus"
 sys.path.insert(0, str(CORPUS))
@@ -141,7 +141,7 @@ def test_what_the_fold_keeps_grows_with_checkpoints_not_steps(tmp_path, steps):
 
 
 def _as_dict(ev):
-    from goodputlab.engine.logread import as_dict
+    from goodputlab.measure.logread import as_dict
 
     return as_dict(ev)
 

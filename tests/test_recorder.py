@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 import goodputlab as gl
-from goodputlab.engine import events as E
-from goodputlab.engine.ledger import build_ledger
-from goodputlab.engine.merge import job_attempts, merge_ranks
-from goodputlab.engine.recorder import EventLogError, EventLogWarning, RecorderError
-from goodputlab.engine.recording import read_log
+from goodputlab.measure import events as E
+from goodputlab.measure.ledger import build_ledger
+from goodputlab.measure.merge import job_attempts, merge_ranks
+from goodputlab.measure.recorder import EventLogError, EventLogWarning, RecorderError
+from goodputlab.measure.recording import read_log
 
 ROOT = Path(__file__).resolve().parent.parent
 CATS = ("productive", "data_wait", "checkpoint_save", "checkpoint_restore", "lost_work", "restart", "startup", "other")
@@ -175,7 +175,7 @@ def test_the_writers_fast_path_writes_what_json_dumps_writes(t, attempt, step, k
 
 
 def test_importing_the_recorder_does_not_import_torch():
-    code = "import sys, goodputlab as gl; gl.Recorder; import goodputlab.engine.merge; print('torch' in sys.modules)"
+    code = "import sys, goodputlab as gl; gl.Recorder; import goodputlab.measure.merge; print('torch' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from goodputlab.engine import fold as F
-from goodputlab.engine import fold_limits as L
-from goodputlab.engine.recording import MAX_SORTED_EVENTS
+from goodputlab.measure import fold as F
+from goodputlab.measure import fold_limits as L
+from goodputlab.measure.recording import MAX_SORTED_EVENTS
 
 INIT = b'{"t":0.0,"attempt":0,"step":null,"kind":"init","recorder":1}\n'
 END = '{{"t":{t:.7f},"attempt":{a},"step":null,"kind":"end","completed":true,"clean":true}}\n'
@@ -193,7 +193,7 @@ def test_steps_written_from_the_top_down_keep_one_chunk(tmp_path):
 
     down = descending(tmp_path / "down", 20_000)
     fold = F.LedgerFold()
-    from goodputlab.engine.logread import event_batches
+    from goodputlab.measure.logread import event_batches
 
     for batch in event_batches(down / "events.jsonl", runs=True):
         fold.feed(batch)
@@ -206,7 +206,7 @@ def test_steps_written_from_the_top_down_keep_one_chunk(tmp_path):
 def test_survival_of_many_attempts_is_a_sweep_not_a_copy_per_attempt():
     """Survival's structure holds each range once (the old one copied the union of every later attempt's
     steps for each attempt: 20,000 attempts took 3.2 GB and two minutes)."""
-    from goodputlab.engine.steps import StepSet, Survival
+    from goodputlab.measure.steps import StepSet, Survival
 
     n = 5000
     computed = {a: StepSet([(2 * a, 2 * a)]) for a in range(n)}
@@ -257,8 +257,8 @@ def test_the_largest_times_and_a_nan_loss_print_finite_numbers(tmp_path, args):
 
 def test_step_records_with_a_huge_time_are_refused(tmp_path):
     import goodputlab as gl
-    from goodputlab.engine import step_records as SR
-    from goodputlab.engine.logread import EventLogError
+    from goodputlab.measure import step_records as SR
+    from goodputlab.measure.logread import EventLogError
 
     with gl.Recorder(tmp_path / "job") as rec:
         with rec.step(0):
@@ -317,7 +317,7 @@ def test_follow_notices_its_log_replaced(tmp_path, replacement):
 
 # --- the recorder appends only to its own log, and reads a bounded tail (item 4) ---------------------------
 RECORDER_CHILD = ("import sys, goodputlab as gl\n"
-                  "from goodputlab.engine.recorder import RecorderError\n"
+                  "from goodputlab.measure.recorder import RecorderError\n"
                   "try:\n    gl.Recorder(sys.argv[1]).close()\n"
                   "except RecorderError as e:\n    print(f'RecorderError: {e}', file=sys.stderr); sys.exit(2)\n")  # fmt: skip
 
@@ -363,7 +363,7 @@ def test_the_recorder_reads_a_bounded_tail_of_a_sparse_log(tmp_path):
 def test_the_recorder_never_cuts_back_past_a_whole_line(tmp_path):
     """Only bytes after the last newline are a write cut short; a last whole line that is not an event is
     refused, not cut (the old repair cut back to the last line that parsed)."""
-    from goodputlab.engine.recorder import RecorderError
+    from goodputlab.measure.recorder import RecorderError
 
     folder = tmp_path / "job"
     with gl_recorder(folder) as rec:

@@ -10,7 +10,7 @@ line was cut short by a kill is read up to the line before, with a warning on st
 * ``--steps-csv FILE``: also write one row per step execution (attempt, step, seconds of
   data wait, compute and sync wait, loss, survived) to FILE.
 * ``--follow``: a running job's ledger, updated every ``--interval`` seconds from what
-  was appended to its log (``goodputlab.engine.follow``): the table and a progress
+  was appended to its log (``goodputlab.measure.follow``): the table and a progress
   line; stops at Ctrl-C, or when the run has completed and nothing records to it.
 
 Anything that is not a run (a missing folder, a folder without a run, a link or a FIFO
@@ -66,7 +66,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from ..engine.recorder import NotARunDirectory
+    from ..measure.recorder import NotARunDirectory
     from ..errors import RunFileError
     from ..safe_io import UnsafeFileError
 
@@ -147,8 +147,8 @@ def _write_steps_csv(path: Path, rows: list[dict]) -> None:
 
 def _follow(run_dir: Path, interval: float, as_json: bool) -> int:
     """Redraw the ledger of a running job until Ctrl-C or its completion."""
-    from ..engine.follow import Follower
-    from ..engine.report import breakdown_table
+    from ..measure.follow import Follower
+    from ..measure.report import breakdown_table
 
     follower = Follower(run_dir)
     redraw = sys.stdout.isatty() and not as_json

@@ -163,7 +163,7 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _table(summary: dict) -> str:
-    from ..engine.report import breakdown_table
+    from ..measure.report import breakdown_table
 
     return breakdown_table(summary)
 
@@ -172,7 +172,7 @@ def _run_reporting_trouble(config: RunConfig, out: str, args: argparse.Namespace
     """The run's result, or the exit code after telling the user, in a line or two, what stopped it."""
     from ..checkpoints.store import CheckpointWarning
     from ..engine.api import run
-    from ..engine.events import EventLogWarning
+    from ..measure.events import EventLogWarning
     from ..engine.interrupts import RunInterrupted
     from ..engine.supervisor import WorkerCrashed
 

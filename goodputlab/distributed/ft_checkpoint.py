@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..engine import events as E
+from ..measure import events as E
 
 CKPT_DIR = "ckpt"
 

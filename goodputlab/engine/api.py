@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from .config import RunConfig
 from ..errors import RunFileError
-from .events import read_events
-from .ledger import Ledger, build_ledger, per_step
-from .recorder_files import _lexists
-from .recording import Recording
-from .report import breakdown_table
+from ..measure.events import read_events
+from ..measure.ledger import Ledger, build_ledger, per_step
+from ..measure.recorder_files import _lexists
+from ..measure.recording import Recording
+from ..measure.report import breakdown_table
 from ..recovery.modes import restart_warning
 from ..safe_io import UnsafeFileError, read_regular
 
@@ -83,7 +83,7 @@ class RunResult:
     def ledger(self) -> Ledger:
         """The ledger with its segments (a long recording's merged to a chart's resolution: segments
         shorter than 1/4000 of the wall time merged by bins of that width, each drawn as its categories
-        side by side, each as long as its time in the bin, :class:`~goodputlab.engine.ledger.TimelineBins`). A torchft job's is booked by
+        side by side, each as long as its time in the bin, :class:`~goodputlab.measure.ledger.TimelineBins`). A torchft job's is booked by
         the job's rules, one strip per replica group with its ``degraded`` time, as its summary is
         (:func:`goodputlab.distributed.replica_ledger.job_ledger`)."""
         if self.summary.get("fault_tolerance") == "torchft":

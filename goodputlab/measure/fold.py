@@ -3,7 +3,7 @@
 :class:`LedgerFold` takes events in time order, as tuples ``(t, attempt, step, kind,
 fields)`` (``fields``: the event's other fields, a dict), and books each phase when the
 next one starts. What it keeps: the buckets, the current phase, and per attempt the steps
-it executed and completed as ranges (:class:`~goodputlab.engine.steps.StepSet`) and the
+it executed and completed as ranges (:class:`~goodputlab.measure.steps.StepSet`) and the
 compute seconds of its completed steps in chunks that start at each checkpoint's resume
 point. The rules it applies are the ledger's (``docs/ARCHITECTURE.md``, "The ledger"):
 
@@ -11,7 +11,7 @@ point. The rules it applies are the ledger's (``docs/ARCHITECTURE.md``, "The led
   (``startup`` for launching in attempt 0, ``restart`` after it);
 * events a killed worker stamped after the supervisor's ``failure`` of its attempt are
   left out of the phases (a race of microseconds), as are the step executions they hold;
-* a compute is ``productive`` when its execution survives (:class:`~goodputlab.engine.steps.Survival`),
+* a compute is ``productive`` when its execution survives (:class:`~goodputlab.measure.steps.Survival`),
   else ``lost_work``; the counts of the summary (failures, checkpoints, executions,
   recovery's facts) are over every event.
 
@@ -189,7 +189,7 @@ class LedgerFold:
         return A
 
     def check_limits(self) -> None:
-        """Raise :class:`LogLimitError` past a documented limit (:func:`~goodputlab.engine.fold_limits.check`)."""
+        """Raise :class:`LogLimitError` past a documented limit (:func:`~goodputlab.measure.fold_limits.check`)."""
         self.unchecked = 0
         check(self)
 

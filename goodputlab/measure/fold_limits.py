@@ -1,6 +1,6 @@
 """What a log may make the ledger's fold keep: documented limits, so a crafted log costs time, never memory (pure).
 
-The fold (:mod:`goodputlab.engine.fold`) keeps per attempt its steps as ranges, its open executions and its
+The fold (:mod:`goodputlab.measure.fold`) keeps per attempt its steps as ranges, its open executions and its
 chunks; a genuine job keeps a handful of each. A crafted log could make it keep one per event (an attempt per
 step, step numbers that skip, computes that never end), so past each limit below the log is refused with one
 line (:class:`LogLimitError`, exit 2 in ``goodputlab report``). Checked every :data:`_CHECK_EVERY` events, so
@@ -28,7 +28,7 @@ class LogLimitError(EventLogError):
 
 
 def check(fold: Any) -> None:
-    """Raise :class:`LogLimitError` when what ``fold`` (a :class:`~goodputlab.engine.fold.LedgerFold`) keeps
+    """Raise :class:`LogLimitError` when what ``fold`` (a :class:`~goodputlab.measure.fold.LedgerFold`) keeps
     has passed a limit. Costs one look at each attempt."""
     ranges = sum(len(A.computed.los) + len(A.done.los) for A in fold.attempts.values())
     if ranges > MAX_STEP_RANGES:

@@ -15,7 +15,7 @@
                 save_my_checkpoint(step)
     rec.close()
 
-The recorder writes the events the lab's worker writes (``goodputlab.engine.events``),
+The recorder writes the events the lab's worker writes (``goodputlab.measure.events``),
 so the same ledger books every second of the job, and ``goodputlab report DIR``
 and ``gl.load_run(DIR)`` give the same table and charts as a lab run. Pure: no
 torch, so it works in any loop.
@@ -34,12 +34,12 @@ The rules (in full: docs/ARCHITECTURE.md, "Recording your own job"; docs/RECORDE
 * **Blocks.** The first batch of an attempt is start-up; a gap of more than
   :data:`SPLIT_GAP_S` after a ``data_wait`` or save block is ``other`` (the loop's code).
 * **Ranks.** Under ``torchrun`` rank ``R`` records to ``events-rank{R}.jsonl``; the reader
-  merges them (``goodputlab.engine.merge``). Create the ``Recorder`` before
+  merges them (``goodputlab.measure.merge``). Create the ``Recorder`` before
   ``init_process_group``.
 * **Completion.** ``close()`` completes the run when ``total_steps`` were reached, when
   ``completed=True``, or (without ``total_steps``) on any clean close.
 * **Durability.** Each event is one ``O_APPEND`` write of a whole line, or (a step's events,
-  by default) of a whole 40-byte record in ``events.steps.bin`` (``engine/step_records.py``);
+  by default) of a whole 40-byte record in ``events.steps.bin`` (``measure/step_records.py``);
   what was written before a SIGKILL survives it. Both are fsynced at every committed checkpoint and
   at ``close()``. One live Recorder per log (an ``flock`` on ``.events.jsonl.lock``), so its lines
   need no lock of their own; a write the disk cuts short is taken back before ``ENOSPC`` is raised,
@@ -213,7 +213,7 @@ class Recorder:
     * ``rank``: the process's rank (default: ``RANK`` under ``torchrun``, else one process).
     * ``step_records``: write each step's events as 40-byte binary records in ``events.steps.bin``
       beside the JSON lines (default True: a report reads them several times faster;
-      :mod:`goodputlab.engine.step_records`). False: every event is a JSON line, as before.
+      :mod:`goodputlab.measure.step_records`). False: every event is a JSON line, as before.
 
     Blocks (each a ``with``): :meth:`checkpoint_restore`, :meth:`data_wait`, :meth:`step`,
     :meth:`checkpoint_save`; then :meth:`close` (or leave a ``with Recorder(...)`` block).

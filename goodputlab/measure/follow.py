@@ -1,6 +1,6 @@
 """Following a recording while it runs: the ledger updated from what was appended since the last look (pure).
 
-:class:`Follower` keeps one :class:`~goodputlab.engine.fold.LedgerFold` and a reader at the
+:class:`Follower` keeps one :class:`~goodputlab.measure.fold.LedgerFold` and a reader at the
 end of the log: each :meth:`~Follower.update` reads the lines appended since the last one (a
 line still being written waits for the next update), feeds them to the fold, and closes a
 copy of it as the reader closes a recording (an attempt still recording keeps its steps; one

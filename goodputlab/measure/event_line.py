@@ -4,7 +4,7 @@
 seconds within :data:`MAX_T`, ``attempt`` a count, ``kind`` a string, ``step`` a step number or
 null, and each kind's own fields (a ``step_end``'s loss, a ``ckpt_commit``'s ``ckpt_step``, ...).
 A float too large to hold (``1e999``) is refused rather than read as infinity; a loss may be NaN
-or infinite (a diverged loss is recorded as it was). :mod:`goodputlab.engine.logread` reads whole
+or infinite (a diverged loss is recorded as it was). :mod:`goodputlab.measure.logread` reads whole
 logs with it.
 """
 
@@ -65,7 +65,7 @@ _NUMBER = ("a number", _is_finite)
 _COUNT = ("a whole number >= 0", _is_count)
 _STRING = ("a string", lambda v: isinstance(v, str))
 _STEP = ("a step number", _is_count)
-# Fields the ledger, the summary and the measurements read, by kind (the names of engine/events.py):
+# Fields the ledger, the summary and the measurements read, by kind (the names of measure/events.py):
 # (field, required, (what, check)).
 _KIND_FIELDS: dict[str, tuple[tuple[str, bool, tuple[str, Callable[[Any], bool]]], ...]] = {
     "compute": (("step", True, _STEP),),

@@ -19,7 +19,7 @@ Each record is one ``write`` of 40 bytes on an ``O_APPEND`` descriptor, so a SIG
 record written before it whole. It can cut the one being written where that record crosses a page
 (the kernel checks for a fatal signal between the pages of a write; ``benchmarks/sigkill_tear.py``).
 A file whose size after the header is not a multiple of 40 ends with a torn record, which the reader
-drops with a warning and the next attempt truncates. The reader (:mod:`goodputlab.engine.logread`)
+drops with a warning and the next attempt truncates. The reader (:mod:`goodputlab.measure.logread`)
 merges the records with the JSON lines by ``lines``, so the events reach the ledger in the order
 they were written: the same ledger as the same events written as JSON lines
 (``tests/test_step_records.py``).
@@ -40,7 +40,7 @@ RECORD = struct.Struct("<dqdQIHH")  # t, step, loss, lines, attempt, kind, flags
 RECORD_BYTES = RECORD.size  # 40
 HEADER = MAGIC + struct.pack("<II", VERSION, RECORD_BYTES) + bytes(RECORD_BYTES - len(MAGIC) - 8)
 HAS_LOSS = 1
-# kind codes, and the names of engine/events.py (data_wait, compute, step_end, loop)
+# kind codes, and the names of measure/events.py (data_wait, compute, step_end, loop)
 DATA_WAIT, COMPUTE, STEP_END, LOOP = 1, 2, 3, 4
 KIND_NAMES = {DATA_WAIT: "data_wait", COMPUTE: "compute", STEP_END: "step_end", LOOP: "loop"}
 MAX_ATTEMPT = (1 << 32) - 1  # an attempt or a line count past what a record holds is written as a JSON line

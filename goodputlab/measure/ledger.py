@@ -1,6 +1,6 @@
 """The time ledger: every second of a run's wall time booked to exactly one category.
 
-The event log (``goodputlab.engine.events``) is a sequence of phase changes. Between two
+The event log (``goodputlab.measure.events``) is a sequence of phase changes. Between two
 consecutive phase events the run was in the earlier one's phase, so the phases
 partition the wall clock by construction: the buckets always sum to the wall time.
 What needs judgement is which category a phase belongs to:
@@ -8,7 +8,7 @@ What needs judgement is which category a phase belongs to:
 * a step's compute is ``productive`` when that execution survives into the
   final model, and ``lost_work`` when a later attempt executes the same step
   again (it was rolled back by a failure) or the run stopped before saving it
-  (the rule: :mod:`goodputlab.engine.steps`);
+  (the rule: :mod:`goodputlab.measure.steps`);
 * start-up phases (process launch, imports, first batch) are ``startup`` in the
   first attempt and ``restart`` in every later one, together with the time
   between the kill and the next launch;
@@ -372,7 +372,7 @@ def per_step(events: Iterable[dict] | Callable[[], Iterable[list[tuple]]]) -> li
     """One row per step execution: attempt, step, data wait, compute and sync wait seconds, loss, survived.
 
     ``events``: a list of events, or a function giving a fresh stream of event batches each time it is
-    called (a recording read from its files, see :mod:`goodputlab.engine.recording`)."""
+    called (a recording read from its files, see :mod:`goodputlab.measure.recording`)."""
     source = events if callable(events) else (lambda tuples=sorted_tuples(events): [tuples])
     rows = _StepRows()
     return rows.table(fold(source, visit=rows))

@@ -1,6 +1,6 @@
 """Reading an event log: every line checked, in batches, at the speed of the file (pure).
 
-:func:`~goodputlab.engine.event_line.parse_event` is the rule for one line: a JSON object with the fields and types the
+:func:`~goodputlab.measure.event_line.parse_event` is the rule for one line: a JSON object with the fields and types the
 ledger relies on, or ``ValueError`` saying what is wrong. :func:`event_batches` reads a log
 with it in batches of ``(t, attempt, step, kind, fields)`` tuples, the ledger fold's input,
 holding one batch in memory at a time.
@@ -93,7 +93,7 @@ class StepRun:
         self.stats: tuple | None = None
 
     def stat(self) -> tuple:
-        """:func:`~goodputlab.engine.step_records.run_stats` of this run alone."""
+        """:func:`~goodputlab.measure.step_records.run_stats` of this run alone."""
         if self.stats is None:
             import numpy as np
 
@@ -160,7 +160,7 @@ class LogReader:
     """Reads a log's events from a byte offset on; :attr:`offset` and :attr:`lineno` say how far it got
     (the start of the first line not read yet), so a live log can be read on from there.
 
-    When the recorder wrote step records beside the log (:mod:`goodputlab.engine.step_records`),
+    When the recorder wrote step records beside the log (:mod:`goodputlab.measure.step_records`),
     they are merged in, each before the JSON line it was written before; :attr:`rec_offset` says how
     far into them it got."""
 
