@@ -182,7 +182,7 @@ def test_importing_the_recorder_does_not_import_torch():
 
 def test_one_live_recorder_per_log(tmp_path):
     rec = gl.Recorder(tmp_path)
-    with pytest.raises(RecorderError, match="another live process"):
+    with pytest.raises(RecorderError, match="being recorded by a live Recorder"):
         gl.Recorder(tmp_path)
     fd = os.open(tmp_path / "events.jsonl", os.O_RDONLY)
     try:  # the attempt's lock is a file of its own: the log stays free for its writers' own locking
@@ -469,7 +469,7 @@ def test_help_shows_the_recorders_arguments_and_blocks():
 
     text = pydoc.render_doc(gl.Recorder, renderer=pydoc.plaintext)
     assert ("Recorder(run_dir: 'str | Path', *, total_steps: 'int | None' = None, rank: 'int | None' = None, "
-            "step_records: 'bool' = True)") in text
+            "step_records: 'bool' = True, cuda_sync: 'bool' = False)") in text
     for word in ("``run_dir``", "``total_steps``", "``rank``", "``step_records``", "checkpoint_restore", "data_wait", "checkpoint_save", "close"):
         assert word in text, word
     assert "Initialize self" not in text  # __init__ says what its arguments are

@@ -8,7 +8,8 @@ line was cut short by a kill is read up to the line before, with a warning on st
 
 * ``--json``: the summary as JSON.
 * ``--steps-csv FILE``: also write one row per step execution (attempt, step, seconds of
-  data wait, compute and sync wait, loss, survived) to FILE.
+  data wait, compute and sync wait, loss, survived, and when it ended: ``t_end_s``, seconds on the
+  log's clock) to FILE.
 * ``--follow``: a running job's ledger, updated every ``--interval`` seconds from what
   was appended to its log (``goodputlab.measure.follow``): the table and a progress
   line; stops at Ctrl-C, or when the run has completed and nothing records to it.
@@ -55,7 +56,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     report.add_argument(
         "--steps-csv", metavar="FILE",
         help="also write one row per step execution to FILE (CSV: attempt, step, data_wait_s, compute_s, "
-        "sync_wait_s, loss, survived); it holds every step in memory",
+        "sync_wait_s, loss, survived, t_end_s: when the step ended, seconds on the log's clock); it holds every step "
+        "in memory",
     )
     report.add_argument(
         "--follow", action="store_true",
@@ -138,7 +140,7 @@ def _write_steps_csv(path: Path, rows: list[dict]) -> None:
     from ..safe_io import write_atomic
 
     out = io.StringIO()
-    fields = ["attempt", "step", "data_wait_s", "compute_s", "sync_wait_s", "loss", "survived"]
+    fields = ["attempt", "step", "data_wait_s", "compute_s", "sync_wait_s", "loss", "survived", "t_end_s"]
     writer = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)

@@ -82,6 +82,7 @@ _KIND_FIELDS: dict[str, tuple[tuple[str, bool, tuple[str, Callable[[Any], bool]]
         ("resume_step", False, _COUNT),
     ),
     "failure": (("cause", False, _STRING),),
+    "custom": (("name", True, ("a name of at most 40 characters", lambda v: isinstance(v, str) and 0 < len(v) <= 40)),),
     "finish": (
         ("final_state_sha256", False, ("a string", _optional(lambda v: isinstance(v, str)))),
         ("final_loss", False, ("a number", _optional(_is_loss))),

@@ -60,6 +60,9 @@ W_EXIT = "exit"  # finished: releasing resources before the process exits
 # Phase written by goodputlab.recorder (a user's own loop): the loop's code outside the
 # recorded blocks (logging, evaluation). Booked ``other``.
 R_LOOP = "loop"
+# Custom badput (``rec.custom("eval")``): time the user names (evaluation, compilation); carries {"name"}.
+# Booked ``other``, and shown by name in the summary's ``custom`` (a part of ``other``).
+R_CUSTOM = "custom"
 
 # Phases and markers of recovery (failure modes, the hot spare, --resume); what each is and
 # where the ledger books it: goodputlab.recovery.booking.
@@ -95,6 +98,7 @@ PHASES = frozenset(
         W_SYNC_WAIT,
         W_EXIT,
         R_LOOP,
+        R_CUSTOM,
         SUP_HANG,
         SUP_HANDOVER,
         SUP_RESUME,

@@ -51,6 +51,14 @@ _STATIC = {
 _LAUNCH = frozenset({E.SUP_SPAWN, E.W_INIT, E.W_WARMUP})  # startup, or restart after a failure
 _COMPUTE = None  # a compute phase's category: productive or lost_work, decided at the end
 #: kind -> category of a phase, in attempt 0 and in later attempts (markers are absent)
+
+
+class _Named(str):
+    """A category whose phases also count by name: custom badput is ``other``, and its seconds per name."""
+
+
+_CUSTOM = _Named(C.OTHER)  # equal to "other" (its bucket), told apart by identity
+_STATIC[E.R_CUSTOM] = _CUSTOM
 _CAT_FIRST = {k: (_COMPUTE if k == E.W_COMPUTE else C.STARTUP if k in _LAUNCH else _STATIC.get(k, C.OTHER)) for k in E.PHASES}
 _CAT_LATER = {k: (_COMPUTE if k == E.W_COMPUTE else C.RESTART if k in _LAUNCH else _STATIC.get(k, C.OTHER)) for k in E.PHASES}
 _MARKER = "marker"
@@ -137,6 +145,7 @@ class Folded:
     last_t: float | None  # the last event's time
     max_step: int | None  # the highest step executed
     inits: list[dict] = field(default_factory=list)  # each attempt's ``init`` fields
+    custom: dict[str, float] = field(default_factory=dict)  # custom badput's seconds by name (within ``other``)
 
 
 class LedgerFold:
@@ -177,6 +186,7 @@ class LedgerFold:
         self.max_done: int | None = None  # the highest step completed
         self.max_ckpt_step: int | None = None  # the newest checkpoint's resume point
         self.chunks = 0  # resume points kept as chunks (at most MAX_CHUNKS)
+        self.custom: dict[str, float] = {}  # custom badput's seconds by name (a part of ``other``)
         self.unchecked = 0  # events fed since the limits were last checked
 
     def _attempt(self, a: int) -> _Attempt:
@@ -238,6 +248,9 @@ class LedgerFold:
                             slot_s += d
                     elif d > 0:
                         buckets[phase_cat] += d
+                        if phase_cat is _CUSTOM:
+                            name = phase[4].get("name")
+                            self.custom[name] = self.custom.get(name, 0.0) + d
                     if visit is not None:
                         visit(phase, phase[0], t, phase_cat)
                 else:
@@ -447,6 +460,7 @@ class LedgerFold:
             last_t=None if self.last_t == -INF else self.last_t,
             max_step=max((A.computed.his[-1] for A in self.attempts.values() if A.computed), default=None),
             inits=self.inits,
+            custom=dict(self.custom),
         )
 
 

@@ -37,7 +37,7 @@ def check(fold: Any) -> None:
     tally = fold.tally
     held = (sum(len(A.pending) for A in fold.attempts.values()) + len(fold.extra_executed) + len(fold.killed)
             + len(fold.failure_times) + len(fold.inits) + len(tally.detection) + len(tally.standby_startup)
-            + len(tally.injected) + len(tally._hang_at))  # fmt: skip
+            + len(tally.injected) + len(tally._hang_at) + len(fold.custom))  # fmt: skip
     if held > MAX_OPEN:
         raise LogLimitError(f"more than {MAX_OPEN:,} steps begun and never ended, failures, starts or recovery "
                             "events: not a log this ledger reads (docs/BAD_INPUT.md, report)")

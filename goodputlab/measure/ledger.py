@@ -329,6 +329,8 @@ def summary_of(done: Folded, config: dict[str, Any]) -> dict[str, Any]:
         ),
         "recovery": done.recovery,
         "config": config,
+        # custom badput (rec.custom("eval")): seconds by name, a part of ``other``
+        **({"custom": dict(done.custom)} if done.custom else {}),
     }
 
 
@@ -339,6 +341,7 @@ class _StepRows:
         self.rows: dict[tuple[int, int], dict[str, Any]] = {}
         self.losses: dict[tuple[int, int], Any] = {}
         self.samples: dict[tuple[int, int], Any] = {}
+        self.ends: dict[tuple[int, int], float] = {}  # each execution's step_end: seconds on the log's clock
 
     def reset(self) -> None:
         self.__init__()
@@ -349,6 +352,7 @@ class _StepRows:
         t, attempt, step, kind, fields = ev
         if kind == E.W_STEP_END:
             self.losses[(attempt, step)] = fields.get("loss")
+            self.ends[(attempt, step)] = t
             if "samples" in fields:
                 self.samples[(attempt, step)] = fields["samples"]
             return
@@ -363,7 +367,8 @@ class _StepRows:
     def table(self, done: Folded) -> list[dict[str, Any]]:
         survives = done.survival.survives
         return [
-            {"attempt": a, "step": s, **r, "loss": self.losses.get((a, s)), "survived": survives(a, s)}
+            {"attempt": a, "step": s, **r, "loss": self.losses.get((a, s)), "survived": survives(a, s),
+             "t_end_s": self.ends.get((a, s))}
             for (a, s), r in sorted(self.rows.items())
         ]
 

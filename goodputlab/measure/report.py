@@ -40,6 +40,8 @@ def breakdown_table(summary: dict[str, Any], legend: bool = True) -> str:
         sec = summary["buckets"].get(cat, 0.0)
         share = sec / wall if wall > 0 else 0.0
         lines.append(f"{cat:<20}{sec:>10.3f}{share:>9.1%}  {'#' * round(share * _BAR)}")
+        if cat == "other":
+            lines += custom_lines(summary)
     total = sum(summary["buckets"].values())
     lines.append(f"{'total':<20}{total:>10.3f}{(total / wall if wall else 0):>9.1%}")
     if legend:
@@ -62,6 +64,13 @@ def breakdown_table(summary: dict[str, Any], legend: bool = True) -> str:
     if not summary.get("completed", True):
         lines.append(f"NOT COMPLETED: {summary.get('stop_reason')}")
     return "\n".join(lines)
+
+
+def custom_lines(summary: dict[str, Any]) -> list[str]:
+    """Custom badput (``rec.custom("eval")``), one row per name under ``other``, of which it is a part."""
+    wall = summary["wall_s"]
+    return [f"  {'of which ' + name:<18}{sec:>10.3f}{(sec / wall if wall > 0 else 0.0):>9.1%}"
+            for name, sec in sorted((summary.get("custom") or {}).items(), key=lambda kv: -kv[1])]
 
 
 def recovery_lines(summary: dict[str, Any]) -> list[str]:
