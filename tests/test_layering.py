@@ -92,6 +92,8 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("goodputlab.serving.kv", 3),
     ("goodputlab.serving.engine", 3),
     ("goodputlab.serving.worker", 3),
+    ("goodputlab.integrations", 3),  # callbacks in a framework's training loop (the framework imports torch)
+    ("goodputlab.integrations.hooks", 2),  # a hook's time as the recorder's blocks (pure)
     ("goodputlab.recovery", 3),  # the worker's side: injection, the loop's hooks, a full disk, the standby
     # 4 launching: start and watch processes
     ("goodputlab.engine", 4),
