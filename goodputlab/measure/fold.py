@@ -21,7 +21,6 @@ productive nor wholly lost (the second pass cuts the chunks where survival chang
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -30,7 +29,8 @@ from ..recovery import booking
 from . import events as E
 from .fold_limits import _CHECK_EVERY, MAX_ATTEMPTS, MAX_CHUNKS, LogLimitError, check  # noqa: F401
 from .logread import _NO_FIELDS, StepRun
-from .steps import INF, StepSet, Survival
+from .attempt_state import _Attempt, _completed
+from .steps import INF, Survival
 
 _SUPERVISOR_KINDS = frozenset(
     {E.SUP_START, E.SUP_SPAWN, E.SUP_FAILURE, E.SUP_RESTART_DELAY, E.SUP_END, E.SUP_TEARDOWN}
@@ -69,54 +69,6 @@ Visit = Callable[[tuple, float, "float | None", "str | None"], None]
 
 class OutOfOrder(ValueError):
     """An event earlier than the one before it: the stream must be sorted by time first."""
-
-
-class _Attempt:
-    """What the fold keeps of one attempt: its steps as ranges, its completed compute in chunks."""
-
-    __slots__ = ("computed", "done", "starts", "sums", "top", "top_loss", "loss0", "pending", "front_free")
-
-    def __init__(self, marks: Iterable[int] = ()):
-        self.computed = StepSet()  # steps it executed (events after its kill left out)
-        self.done = StepSet()  # steps it completed
-        self.starts: list[int] = sorted(marks)  # chunk i holds steps [starts[i], starts[i+1])
-        self.sums = [0.0] * len(self.starts)  # compute seconds of the completed executions in each chunk
-        self.top: list[int | None] = [None] * len(self.starts)  # each chunk's highest completed step
-        self.top_loss: list[Any] = [None] * len(self.starts)  # and its loss
-        self.loss0: Any = None  # the loss of step 0 (the run's initial loss, if it survives)
-        self.pending: dict[int, float] = {}  # compute seconds of executions not completed (yet)
-        self.front_free = False  # the first chunk begins at a step, not at a resume point or a cut
-
-    def chunk(self, step: int) -> int:
-        starts = self.starts
-        if starts and step >= starts[-1]:
-            return len(starts) - 1
-        i = bisect_right(starts, step) - 1
-        if i < 0:
-            if self.front_free:  # no resume point or cut below it: the first chunk reaches down, O(1)
-                starts[0] = step
-                return 0
-            starts.insert(0, step)  # a chunk of its own in front, once: later steps below it widen it
-            self.sums.insert(0, 0.0)
-            self.top.insert(0, None)
-            self.top_loss.insert(0, None)
-            self.front_free = True
-            i = 0
-        return i
-
-    def mark(self, step: int) -> bool:
-        """A checkpoint's resume point: a new chunk starts there, if no step at or past it ran yet.
-        Returns whether a chunk was added."""
-        his = self.computed.his
-        if (not his or his[-1] < step) and (not self.starts or step > self.starts[-1]):
-            if not self.starts:
-                self.front_free = False
-            self.starts.append(step)
-            self.sums.append(0.0)
-            self.top.append(None)
-            self.top_loss.append(None)
-            return True
-        return False
 
 
 @dataclass
@@ -198,6 +150,15 @@ class LedgerFold:
             A = self.attempts[a] = _Attempt(self.marks.get(a, ()))
         return A
 
+    def _counted(self, batch: Iterable[tuple]) -> list | tuple:
+        """``batch`` as a sequence, its events counted towards the next check of the limits."""
+        if not isinstance(batch, (list, tuple)):
+            batch = list(batch)
+        self.unchecked += len(batch)
+        if self.unchecked > _CHECK_EVERY:
+            self.check_limits()
+        return batch
+
     def check_limits(self) -> None:
         """Raise :class:`LogLimitError` past a documented limit (:func:`~goodputlab.measure.fold_limits.check`)."""
         self.unchecked = 0
@@ -208,11 +169,7 @@ class LedgerFold:
         if isinstance(batch, StepRun):
             self.feed_run(batch)
             return
-        if not isinstance(batch, (list, tuple)):
-            batch = list(batch)
-        self.unchecked += len(batch)
-        if self.unchecked > _CHECK_EVERY:
-            self.check_limits()
+        batch = self._counted(batch)
         buckets, visit, killed, attempts = self.buckets, self.visit, self.killed, self.attempts
         last_t, max_a = self.last_t, self.max_attempt
         phase, phase_cat = self.phase, self.phase_cat
@@ -270,19 +227,11 @@ class LedgerFold:
                     A.done.add(s)
                     if max_done is None or s > max_done:
                         max_done = s
-                    i = A.chunk(s)
                     if slot == (a, s):
-                        A.sums[i] += slot_s
+                        _completed(A, s, f, slot_s)
                         slot_s, slot_done = 0.0, True
-                    if A.pending and s in A.pending:  # an earlier part of this execution (merged ranks)
-                        A.sums[i] += A.pending.pop(s)
-                    top = A.top[i]
-                    his = A.computed.his
-                    if (top is None or s >= top) and his and (s == his[-1] or s in A.computed):
-                        A.top[i] = s
-                        A.top_loss[i] = f.get("loss")
-                    if s == 0:
-                        A.loss0 = f.get("loss")
+                    else:
+                        _completed(A, s, f, 0.0)
                 elif kind in special:
                     self._special(ev)
         finally:
