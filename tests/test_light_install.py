@@ -106,6 +106,9 @@ def test_the_light_install_records_a_killed_job_reports_it_and_claims(light_venv
     optimal = subprocess.run([str(bin_dir / "goodputlab"), "optimal", "--save-s", "60", "--mtbf-s", "3600"],
                              capture_output=True, text=True, timeout=120)  # fmt: skip
     assert optimal.returncode == 0 and optimal.stdout, optimal.stderr
+    nopandas = subprocess.run([str(light_venv), "-c", f"import goodputlab as gl; gl.load_run({str(run_dir)!r}).to_pandas()"],
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert nopandas.returncode == 1 and "to_pandas() needs pandas" in nopandas.stderr.splitlines()[-1]
     # the CLI loaded none of the heavy packages for these commands
     loaded = subprocess.run([str(light_venv), "-c", "import sys, goodputlab.cli as c\n"
                              f"c.main(['report', {str(run_dir)!r}])\n"

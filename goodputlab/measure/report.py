@@ -32,6 +32,8 @@ def breakdown_table(summary: dict[str, Any], legend: bool = True) -> str:
         f"goodput {summary['goodput']:.1%}   wall {wall:.2f} s   failures {summary['failures']}   "
         f"checkpoints {summary['checkpoints']}   steps {summary['steps_completed']}/{summary['config']['steps']}"
         f" (executed {summary['steps_executed']})",
+        *([f"the part from {summary['interval']['since_s']:.2f} s to {summary['interval']['until_s']:.2f} s of the run"]
+          if summary.get("interval") else []),
         "",
         f"{'category':<20}{'seconds':>10}{'share':>9}",
     ]
