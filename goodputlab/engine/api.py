@@ -97,10 +97,12 @@ class RunResult:
 
     @property
     def goodput(self) -> float:
+        """Productive seconds over wall seconds (0 to 1)."""
         return self.summary["goodput"]
 
     @property
     def buckets(self) -> dict[str, float]:
+        """Seconds of the wall time booked to each category (they add up to ``summary["wall_s"]``)."""
         return self.summary["buckets"]
 
     @property

@@ -60,6 +60,7 @@ class HookRecorder:
         self.rec.begin(kind, step, name=name)
 
     def end(self, kind: str, failed: bool = False) -> None:
+        """The block :meth:`begin` began ends now (``failed``: it did not complete)."""
         self.rec.end(kind, failed=failed)
         self.t = time.monotonic()
 
