@@ -196,8 +196,10 @@ class MetricsServer:
         self.thread.start()
 
     def publish(self, text: str) -> None:
+        """Serve ``text`` (the text format) from now on."""
         self.text = text
 
     def close(self) -> None:
+        """Stop serving and free the port."""
         self.httpd.shutdown()
         self.httpd.server_close()

@@ -108,6 +108,7 @@ class Follower:
         return bool(summary["completed"]) and not any(rec.live.values())
 
     def close(self) -> None:
+        """Close the log this follower reads (idempotent)."""
         if self.reader is not None:
             self.reader.close()
             self.reader = None
