@@ -109,6 +109,10 @@ def test_the_light_install_records_a_killed_job_reports_it_and_claims(light_venv
     nopandas = subprocess.run([str(light_venv), "-c", f"import goodputlab as gl; gl.load_run({str(run_dir)!r}).to_pandas()"],
                               capture_output=True, text=True, timeout=120)  # fmt: skip
     assert nopandas.returncode == 1 and "to_pandas() needs pandas" in nopandas.stderr.splitlines()[-1]
+    run = subprocess.run([str(bin_dir / "goodputlab"), "run", "--steps", "5", "--out", str(tmp_path / "lab")],
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 2 and run.stderr == ("goodputlab run: error: a training run needs torch, which `pip install "
+                                                  "goodputlab` leaves out: pip install 'goodputlab[lab]'\n")
     # the CLI loaded none of the heavy packages for these commands
     loaded = subprocess.run([str(light_venv), "-c", "import sys, goodputlab.cli as c\n"
                              f"c.main(['report', {str(run_dir)!r}])\n"
