@@ -39,7 +39,7 @@ LAB_CONFIG_MAX_BYTES = 1 << 20
 
 #: A log out of time order is sorted in memory (a recorder's never is): past this many events, it is refused
 #: (:class:`~goodputlab.measure.fold.LogLimitError`) rather than held (docs/BAD_INPUT.md, "report").
-MAX_SORTED_EVENTS = 200_000
+MAX_SORTED_EVENTS = 100_000
 
 
 def read_log(path: Path | str, limit: int | None = None) -> list[dict]:
