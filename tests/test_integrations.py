@@ -59,25 +59,15 @@ def _check_killed_and_resumed(summary: dict, rows: list[dict]) -> None:
 
 
 @pytest.mark.timeout(1200)
-def test_hugging_face_trainer_killed_and_resumed(tmp_path, cli, cli_env):
-    run_dir = tmp_path / "hf"
-    killed = _train("hf_trainer.py", run_dir, "--kill-at", str(KILL_AT), "--eval-every", "8")
+@pytest.mark.parametrize("example", ["hf_trainer.py", "lightning_trainer.py"], ids=["hugging-face", "lightning"])
+def test_a_trainer_killed_and_resumed(example, tmp_path, cli, cli_env):
+    run_dir = tmp_path / "job"
+    killed = _train(example, run_dir, "--kill-at", str(KILL_AT), "--eval-every", "8")
     assert killed.returncode == -9, killed.stderr[-3000:]
-    resumed = _train("hf_trainer.py", run_dir, "--eval-every", "8")
+    resumed = _train(example, run_dir, "--eval-every", "8")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     summary, rows = _report(run_dir, cli, cli_env)
     _check_killed_and_resumed(summary, rows)
     assert summary["custom"]["eval"] > 0  # the evaluations, as custom badput
-
-
-@pytest.mark.timeout(1200)
-def test_lightning_trainer_killed_and_resumed(tmp_path, cli, cli_env):
-    run_dir = tmp_path / "lightning"
-    killed = _train("lightning_trainer.py", run_dir, "--kill-at", str(KILL_AT), "--eval-every", "8")
-    assert killed.returncode == -9, killed.stderr[-3000:]
-    resumed = _train("lightning_trainer.py", run_dir, "--eval-every", "8")
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    summary, rows = _report(run_dir, cli, cli_env)
-    _check_killed_and_resumed(summary, rows)
-    assert summary["custom"]["eval"] > 0
-    assert summary["final_loss"] is not None  # Lightning hands the step's loss to the callback
+    if example == "lightning_trainer.py":
+        assert summary["final_loss"] is not None  # Lightning hands the step's loss to the callback

@@ -33,17 +33,23 @@ def _write(folder: Path, lines) -> Path:
     return folder
 
 
-def genuine(folder: Path, steps: int) -> Path:
-    """A plain job of ``steps`` steps (three lines each), completed."""
+def _steps(folder: Path, numbers, end: bool = True) -> Path:
+    """Steps ``numbers`` of attempt 0, in that order, three lines each; ``end``: the run completes."""
     def lines():
         t = 0.0
-        for s in range(steps):
+        for s in numbers:
             for kind in ("data_wait", "compute", "step_end"):
                 t += 1e-3
                 loss = ',"loss":null' if kind == "step_end" else ""
                 yield f'{{"t":{t:.7f},"attempt":0,"step":{s},"kind":"{kind}"{loss}}}\n'
-        yield END.format(t=t + 1, a=0)
+        if end:
+            yield END.format(t=t + 1, a=0)
     return _write(folder, lines())
+
+
+def genuine(folder: Path, steps: int) -> Path:
+    """A plain job of ``steps`` steps (three lines each), completed."""
+    return _steps(folder, range(steps))
 
 
 def attempt_every_step(folder: Path, attempts: int) -> Path:
@@ -73,14 +79,7 @@ def out_of_order(folder: Path, events: int) -> Path:
 
 def skipping_steps(folder: Path, steps: int) -> Path:
     """Step numbers 0, 2, 4, ...: each execution a range of its own."""
-    def lines():
-        t = 0.0
-        for s in range(steps):
-            for kind in ("data_wait", "compute", "step_end"):
-                t += 1e-3
-                loss = ',"loss":null' if kind == "step_end" else ""
-                yield f'{{"t":{t:.7f},"attempt":0,"step":{2 * s},"kind":"{kind}"{loss}}}\n'
-    return _write(folder, lines())
+    return _steps(folder, range(0, 2 * steps, 2), end=False)
 
 
 def lone_computes(folder: Path, steps: int) -> Path:
@@ -97,15 +96,7 @@ def lone_computes(folder: Path, steps: int) -> Path:
 
 def descending(folder: Path, steps: int) -> Path:
     """Steps written from the highest down, consecutive: once quadratic (a chunk inserted in front per step)."""
-    def lines():
-        t = 0.0
-        for s in range(steps, 0, -1):
-            for kind in ("data_wait", "compute", "step_end"):
-                t += 1e-3
-                loss = ',"loss":null' if kind == "step_end" else ""
-                yield f'{{"t":{t:.7f},"attempt":0,"step":{s},"kind":"{kind}"{loss}}}\n'
-        yield END.format(t=t + 1, a=0)
-    return _write(folder, lines())
+    return _steps(folder, range(steps, 0, -1))
 
 
 def _run_measured(cmd: list[str], timeout: float) -> tuple[int, str, str, float]:
@@ -175,15 +166,7 @@ def test_a_log_just_inside_every_limit_reports_in_bounded_memory(tmp_path, genui
 
 
 def _descending_gaps(folder: Path, steps: int) -> Path:
-    def lines():
-        t = 0.0
-        for s in range(steps, 0, -1):
-            for kind in ("data_wait", "compute", "step_end"):
-                t += 1e-3
-                loss = ',"loss":null' if kind == "step_end" else ""
-                yield f'{{"t":{t:.7f},"attempt":0,"step":{2 * s},"kind":"{kind}"{loss}}}\n'
-        yield END.format(t=t + 1, a=0)
-    return _write(folder, lines())
+    return _steps(folder, range(2 * steps, 0, -2))
 
 
 def test_steps_written_from_the_top_down_keep_one_chunk(tmp_path):

@@ -69,14 +69,7 @@ class _DataWaitBlock(_Block):
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        rec = self.rec
-        if rec._fd < 0:
-            return False
-        if self.nested is not None:
-            rec._line(SR.COMPUTE, self.nested)  # the step computes again
-            self.nested = None
-        elif rec._last_step is not None:
-            rec._pending = rec._now()
+        _after_wait(self, pend=self.rec._last_step is not None)
         return False
 
 
@@ -144,15 +137,21 @@ class _CustomBlock(_Block):
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        rec = self.rec
-        if rec._fd < 0:
-            return False
-        if self.nested is not None:
-            rec._line(SR.COMPUTE, self.nested)
-            self.nested = None
-        else:
-            rec._pending = rec._now()
+        _after_wait(self, pend=True)
         return False
+
+
+def _after_wait(block: _Block, pend: bool) -> None:
+    """A data wait or custom block ends: inside a step, the step computes again; outside, the time until the next
+    block is the loop's (``pend``: booked ``loop`` when the gap is long enough)."""
+    rec = block.rec
+    if rec._fd < 0:
+        return
+    if block.nested is not None:
+        rec._line(SR.COMPUTE, block.nested)
+        block.nested = None
+    elif pend:
+        rec._pending = rec._now()
 
 
 def cuda_synchronize() -> None:
