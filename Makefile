@@ -97,27 +97,27 @@ define pip_install
 	  fi; \
 	else extra=""; fi; \
 	echo "installing goodputlab[$(1)] with a $(TORCH_BUILD) torch build"; \
-	$(BIN)/python -m pip install --quiet $$extra $$pinned -e '.[$(1)]'
+	$(BIN)/python -m pip install --quiet $$extra $$pinned -c constraints/import_speed.txt -e '.[$(1)]'
 	@find $(VENV) -maxdepth 1 -name '.installed-*' ! -name '.installed-$(TORCH_BUILD)-*' -delete
 	@mkdir -p $(dir $(LAB_SETTINGS)) && cp binder/overrides.json $(LAB_SETTINGS)
 endef
 
-$(BOOK_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json $(PINNED) | $(BIN)/python
+$(BOOK_STAMP): pyproject.toml constraints/cpu.txt constraints/import_speed.txt binder/overrides.json $(PINNED) | $(BIN)/python
 	$(call pip_install,book)
 	@touch $@
 
-$(WORKSHOP_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json $(PINNED) | $(BIN)/python
+$(WORKSHOP_STAMP): pyproject.toml constraints/cpu.txt constraints/import_speed.txt binder/overrides.json $(PINNED) | $(BIN)/python
 	$(call pip_install,$(comma_book_workshop))
 	@touch $@ $(BOOK_STAMP)
 
 # the test tools include the book's, the workshop's and the website's dependencies, so a test install serves all three;
 # and torchft (the `ft` extra: the in-job recovery runs), which `make lab` leaves out
-$(TEST_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json $(PINNED) | $(BIN)/python
+$(TEST_STAMP): pyproject.toml constraints/cpu.txt constraints/import_speed.txt binder/overrides.json $(PINNED) | $(BIN)/python
 	$(call pip_install,$(comma_book_test))
 	@touch $@ $(BOOK_STAMP) $(WORKSHOP_STAMP) $(SITE_STAMP)
 
 # the website's tools (Sphinx, MyST-NB, the book theme, MathJax served locally); the test tools include them
-$(SITE_STAMP): pyproject.toml constraints/cpu.txt binder/overrides.json $(PINNED) | $(BIN)/python
+$(SITE_STAMP): pyproject.toml constraints/cpu.txt constraints/import_speed.txt binder/overrides.json $(PINNED) | $(BIN)/python
 	$(call pip_install,$(comma_book_site))
 	@touch $@ $(BOOK_STAMP)
 else

@@ -25,10 +25,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from goodputlab.engine import events as E  # noqa: E402
+from goodputlab.measure import events as E  # noqa: E402
 from goodputlab.engine.config import RunConfig  # noqa: E402
 from goodputlab.pipeline.loader import SlowStorageDataset, StepSampler, data_file, make_loader  # noqa: E402
-from goodputlab.engine.events import EventWriter  # noqa: E402
+from goodputlab.measure.events import EventWriter  # noqa: E402
 from goodputlab.training.workload import PRESETS  # noqa: E402
 from goodputlab.training.step import train_step  # noqa: E402
 from goodputlab.training.objects import build_training, make_deterministic, resolve_device  # noqa: E402

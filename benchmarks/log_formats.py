@@ -9,7 +9,7 @@ writes the same steps in each candidate format, and times, side by side in alter
 each in a fresh process (wall time, peak RSS from /proc/self/status's VmHWM):
 
 * today's JSON lines: a ``json.loads`` loop (the yardstick), goodputlab's line reader
-  (``engine/logread.py``), an orjson loop and msgspec's typed ``decode_lines`` (when installed);
+  (``measure/logread.py``), an orjson loop and msgspec's typed ``decode_lines`` (when installed);
 * a compact per-step JSON line (one line a step instead of three:
   ``{"t":..,"attempt":..,"step":..,"kind":"step","compute":..,"end":..,"loss":..}``), read by one
   regular expression into numpy columns, as the line reader reads today's three lines;

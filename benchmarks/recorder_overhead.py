@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from goodputlab.engine.recorder import Recorder  # noqa: E402
+from goodputlab.measure.recorder import Recorder  # noqa: E402
 
 SAVE_EVERY = 1000
 
@@ -69,8 +69,8 @@ def breakdown(n: int = 200_000) -> None:
     import fcntl
     import os
 
-    from goodputlab.engine import step_records as SR
-    from goodputlab.engine.events import event_line
+    from goodputlab.measure import step_records as SR
+    from goodputlab.measure.events import event_line
 
     work = Path(tempfile.mkdtemp(prefix="recorder-breakdown-"))
     fd = os.open(work / "log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from goodputlab.engine.events import read_events  # noqa: E402
+from goodputlab.measure.events import read_events  # noqa: E402
 from goodputlab.experiments.recovery import kill_to_first_step, restore_times as restores  # noqa: E402
 
 
@@ -106,7 +106,7 @@ from pathlib import Path
 out = Path(sys.argv[1]); os.environ["GOODPUTLAB_MEMORY_TIER"] = sys.argv[2]; kind = sys.argv[3]
 from goodputlab.engine.config import RunConfig
 from goodputlab.engine import worker as W
-from goodputlab.engine.events import NullWriter
+from goodputlab.measure.events import NullWriter
 from goodputlab.checkpoints.state import apply_state, check_training_state
 import torch
 torch.set_num_threads(1)

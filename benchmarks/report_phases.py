@@ -29,9 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from goodputlab.engine import step_records as SR  # noqa: E402
-from goodputlab.engine.logread import _NO_FIELDS, StepRun  # noqa: E402
-from goodputlab.engine.recording import Recording  # noqa: E402
+from goodputlab.measure import step_records as SR  # noqa: E402
+from goodputlab.measure.logread import _NO_FIELDS, StepRun  # noqa: E402
+from goodputlab.measure.recording import Recording  # noqa: E402
 
 
 def cpu() -> float:

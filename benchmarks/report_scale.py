@@ -6,7 +6,7 @@ For each size, a real recording: a loop with empty bodies records through ``gl.R
 (data_wait, step with its loss, a checkpoint every 10,000 steps), SIGKILLs itself at 60%
 of the steps, and a second attempt resumes from its newest checkpoint to the end. The
 recorder writes each step's events as binary step records beside its JSON lines (its
-default, ``engine/step_records.py``); the same events are then written again as JSON lines
+default, ``measure/step_records.py``); the same events are then written again as JSON lines
 only (``step_records=False``'s form) into a second folder. Then, side by side in alternating
 rounds, each in a fresh process (wall time and the process's own peak RSS, from ``wait4``):
 
@@ -14,17 +14,17 @@ rounds, each in a fresh process (wall time and the process's own peak RSS, from 
 * ``json.loads loop``: ``for line in f: json.loads(line)`` over the JSON lines, the yardstick the aim names;
 * ``report, step records`` and ``report, JSON lines``: ``goodputlab report DIR --json`` on each form
   (the streaming ledger, interpreter start-up included); their summaries must be the same;
-* the parsers alone: goodputlab's reader on each form (``engine/logread.py``: the records merged
+* the parsers alone: goodputlab's reader on each form (``measure/logread.py``: the records merged
   with the lines; a regular expression for the common lines, ``json.loads`` for the rest), and
   orjson and msgspec over the JSON lines when installed.
 
 ``--ranks N`` (N > 1): the job's N ranks each write their own log (one process records them in
-lockstep, :data:`RECORD_RANKS`); the report merges them as a stream (``engine/merge_stream.py``)
-and is timed beside the same report with the ranks merged in memory (``engine/merge.py``), as
+lockstep, :data:`RECORD_RANKS`); the report merges them as a stream (``measure/merge_stream.py``)
+and is timed beside the same report with the ranks merged in memory (``measure/merge.py``), as
 it was before the stream.
 
 On the first size of a one-rank job only: the parsers alone, and the cost of one ``--follow`` update
-(``engine/follow.py``) after 100 and 10,000 new events, against reading the whole log again, on each form
+(``measure/follow.py``) after 100 and 10,000 new events, against reading the whole log again, on each form
 (the new events written as the form holds them: step records, or JSON lines).
 """
 
@@ -43,7 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from goodputlab.engine import events as E  # noqa: E402
+from goodputlab.measure import events as E  # noqa: E402
 
 EVERY = 10_000  # steps between checkpoints
 
@@ -140,13 +140,13 @@ print(n)
 """ + HWM
 LINE_READER = r"""
 import sys
-from goodputlab.engine.logread import event_batches
+from goodputlab.measure.logread import event_batches
 print(sum(len(b) for b in event_batches(sys.argv[1], runs=True)))  # a step run counts its lines
 """ + HWM
-# the report with the ranks merged in memory (engine/merge.py over every rank's events), as before the stream
+# the report with the ranks merged in memory (measure/merge.py over every rank's events), as before the stream
 REPORT_IN_MEMORY = REPORT.replace(
     "from goodputlab.cli import main",
-    "from goodputlab.cli import main\nfrom goodputlab.engine.recording import Recording\nRecording._merged_stream = lambda self: None",
+    "from goodputlab.cli import main\nfrom goodputlab.measure.recording import Recording\nRecording._merged_stream = lambda self: None",
 )
 ORJSON_LOOP = JSON_LOOP.replace("import json, sys", "import orjson as json, sys")
 MSGSPEC_LOOP = JSON_LOOP.replace("import json, sys", "import sys, msgspec\njson = msgspec.json.Decoder()").replace(
@@ -206,7 +206,7 @@ def have(module: str) -> bool:
 
 def as_json_lines(src: Path, dst: Path) -> None:
     """``src``'s logs written again with every event a JSON line (the form ``step_records=False`` writes)."""
-    from goodputlab.engine.logread import event_batches
+    from goodputlab.measure.logread import event_batches
 
     dst.mkdir(parents=True, exist_ok=True)
     shutil.copy(src / "recorder.json", dst / "recorder.json")
@@ -242,9 +242,9 @@ def follow_cost(folder: Path, new_events: list[int]) -> None:
     """One --follow update after ``k`` new events, against reading the whole log again. The new events are
     written in the folder's own form: step records when it has them (as the recorder writes them), else
     JSON lines."""
-    from goodputlab.engine import step_records as SR
-    from goodputlab.engine.follow import Follower
-    from goodputlab.engine.recording import Recording
+    from goodputlab.measure import step_records as SR
+    from goodputlab.measure.follow import Follower
+    from goodputlab.measure.recording import Recording
 
     work = folder.parent / (folder.name + "-follow")
     shutil.rmtree(work, ignore_errors=True)

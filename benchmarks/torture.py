@@ -48,7 +48,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from goodputlab.engine.events import EventTail, read_events  # noqa: E402
+from goodputlab.measure.events import EventTail, read_events  # noqa: E402
 
 STRATEGIES = ("sync", "async", "dcp", "memory")
 RESTART_DELAY_S = 0.3

@@ -26,7 +26,10 @@ orbax's checkpoint logger writes. Then:
    error (a second counted twice, or in the wrong place), with the amount computed from the
    job's own timeline;
 2. both timed on ``--sizes`` steps, each in a fresh process: wall time, CPU time (the process's own,
-   which a machine shared with other work inflates less than the wall time) and peak RSS, as ratios.
+   which a machine shared with other work inflates less than the wall time) and peak RSS, as ratios;
+3. the features users rely on in Google's library, side by side on one job with evaluations and slow
+   steps (``vs_google_features.py``): interval and rolling goodput, step-time deviation, custom badput,
+   and a threshold for CI.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from goodputlab.engine import events as E, step_records as SR  # noqa: E402
+from goodputlab.measure import events as E, step_records as SR  # noqa: E402
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc).timestamp()  # the job's start (Unix seconds)
 EVERY = 100  # steps between checkpoints
@@ -58,6 +61,7 @@ FIRST_BATCH = 0.5  # the first batch of an attempt (s)
 RESTORE = 0.6  # loading the checkpoint (s)
 SAVE = 0.2  # the blocking part of a save (s)
 RESTART_GAP = 5.0  # from the crash to the next attempt's start: detection, rescheduling (s)
+EVAL = 0.4  # an evaluation (custom badput), in the features' job only (s)
 
 
 @dataclass
@@ -72,8 +76,10 @@ class Job:
         self.truth[key] = self.truth.get(key, 0.0) + seconds
 
 
-def make_job(steps: int, seed: int = 0) -> Job:
-    """The timeline of one job of ``steps`` steps with a crash at 60% (see the module's docstring)."""
+def make_job(steps: int, seed: int = 0, eval_every: int = 0, slow_every: int = 0) -> Job:
+    """The timeline of one job of ``steps`` steps with a crash at 60% (see the module's docstring). For the
+    features' comparison (``vs_google_features.py``): an evaluation of ``EVAL`` s after every ``eval_every``-th
+    step, and every ``slow_every``-th step's compute four times as long (0: none)."""
     rng = random.Random(seed)
     job = Job(steps)
     t = 0.0
@@ -98,7 +104,7 @@ def make_job(steps: int, seed: int = 0) -> Job:
         last = crash_at if attempt == 0 else steps - 1
         for s in range(first, last + 1):
             wait = 0.0 if s == first else rng.uniform(0.001, 0.004)
-            compute = rng.uniform(0.028, 0.032) * (3 if s == first else 1)
+            compute = rng.uniform(0.028, 0.032) * (3 if s == first else 1) * (4 if slow_every and s % slow_every == 7 else 1)
             loop = rng.uniform(0.0005, 0.0015)
             m.append((t, "step", attempt, s, wait))  # the step begins: its batch (none for the first: warmup)
             t += wait
@@ -120,6 +126,10 @@ def make_job(steps: int, seed: int = 0) -> Job:
                 t += SAVE
                 job.add("save", SAVE)
                 resume = s + 1
+            if eval_every and (s + 1) % eval_every == 0:
+                m.append((t, "eval", attempt, s, EVAL))
+                t += EVAL
+                job.add("eval", EVAL)
         if attempt == 0:
             job.add("restart_gap", RESTART_GAP)
             t += RESTART_GAP
@@ -135,7 +145,7 @@ def resume_after_crash(crash_at: int) -> int:
 
 # --- goodputlab: the lines gl.Recorder writes ----------------------------------------------------
 def write_goodputlab(job: Job, folder: Path, records: bool = False) -> None:
-    """The job as ``gl.Recorder`` logs it: JSON lines only, or with step records (``engine/step_records.py``)."""
+    """The job as ``gl.Recorder`` logs it: JSON lines only, or with step records (``measure/step_records.py``)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "recorder.json").write_text(json.dumps({"format": 1, "t0_unix": T0}) + "\n")
     lines, recs = [], [SR.HEADER]
@@ -167,10 +177,12 @@ def write_goodputlab(job: Job, folder: Path, records: bool = False) -> None:
         elif what == "save":
             ev(t, attempt, step, E.W_CKPT_SAVE)
             ev(t + seconds, attempt, step, E.M_CKPT_COMMIT, ckpt_step=step + 1, tier="user")
+        elif what == "eval":
+            ev(t, attempt, None, E.R_CUSTOM, name="eval")
         elif what == "end":
             ev(t, attempt, job.steps, E.M_FINISH, final_state_sha256=None, final_loss=1.0)
             ev(t, attempt, None, E.SUP_END, completed=True, clean=True, reason="completed")
-        if what in ("compute", "step", "start", "restore", "first_batch", "step_end", "save", "end"):
+        if what in ("compute", "step", "start", "restore", "first_batch", "step_end", "save", "end", "eval"):
             last = t
     (folder / "events.jsonl").write_bytes(b"".join(lines))
     if records:
@@ -236,6 +248,9 @@ def write_google(job: Job, logger: MemoryLogger) -> None:
                 "get_old_steps_start_time": T0 + t + seconds, "get_old_steps_duration_secs": 0.0,
                 "checkpoint_manager_blocking_start_time": T0 + t, "checkpoint_manager_blocking_duration_secs": seconds,
             })  # fmt: skip
+        elif what == "eval":
+            rec.record_custom_badput_event_start_time(at(t), custom_badput_event_type="eval")
+            rec.record_custom_badput_event_end_time(at(t + seconds), custom_badput_event_type="eval")
         elif what == "end":
             rec.record_job_end_time(at(t))
 
@@ -255,7 +270,7 @@ def google_ledger(logger: MemoryLogger, cache_dir: str) -> dict:
 
 # --- part 1: the two ledgers ---------------------------------------------------------------------
 def compare(job: Job, work: Path) -> None:
-    from goodputlab.engine.recording import Recording
+    from goodputlab.measure.recording import Recording
 
     folder = work / "job"
     write_goodputlab(job, folder)
@@ -407,7 +422,7 @@ print(json.dumps({"wall": wall, "cpu": cpu, "peak_mb": hwm_mb(), "before_mb": be
 """
 OURS_TIMED = HWM + r"""
 import json, sys, time
-from goodputlab.engine.recording import Recording
+from goodputlab.measure.recording import Recording
 before = hwm_mb()
 t, c = time.perf_counter(), time.process_time()
 summary = Recording(sys.argv[2]).summary()
@@ -478,6 +493,9 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=2000, help="steps of the job compared category by category")
     p.add_argument("--sizes", type=int, nargs="*", default=[100_000, 1_000_000], help="steps of the timed jobs")
     p.add_argument("--rounds", type=int, default=1, help="timed rounds per size (the best is shown)")
+    p.add_argument("--no-features", dest="features", action="store_false",
+                   help="leave out part 3: interval and rolling goodput, step-time deviation, custom badput and a "
+                        "threshold, side by side (vs_google_features.py)")
     args = p.parse_args(argv)
     try:
         import ml_goodput_measurement  # noqa: F401 (only whether it is there)
@@ -498,6 +516,11 @@ def main(argv=None) -> int:
                   "entries already in its in-memory logger; goodputlab: `goodputlab report DIR --json`):")
         for steps in args.sizes:
             timed(steps, work, args.rounds)
+        if args.features:
+            from vs_google_features import features
+
+            print()
+            features(args.steps, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

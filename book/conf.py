@@ -33,7 +33,8 @@ project = "goodputlab"
 author = "the goodputlab authors"
 copyright = "the goodputlab authors, Apache-2.0"
 
-extensions = ["myst_nb", "sphinx-mathjax-offline"]
+extensions = ["myst_nb", "sphinx-mathjax-offline", "sphinx.ext.autodoc"]  # autodoc: book/api.md
+autodoc_mock_imports = ["transformers", "lightning"]  # the callbacks' frameworks: not in the site's install
 root_doc = "book/index"
 include_patterns = ["book/*.md", "book/*.ipynb", "labs/*.ipynb", "labs/*.md", "labs/solutions/*.ipynb", "docs/*.md"]
 exclude_patterns = ["**/_build", "**/.ipynb_checkpoints", ".venv", "**/node_modules"]

@@ -18,6 +18,8 @@ Running and reading runs:
 - :func:`measure_timings`: a run's phase costs read from its event log (:class:`RunTimings`).
 - :class:`Recorder`: records any training loop (your own) into the same event log and ledger.
 - :func:`watch`: a running job's breakdown in a notebook, redrawn from what its log gained.
+- :class:`Follower`: a running job's ledger, updated from what its log gained (``update()`` returns its
+  summary now); what ``watch`` and ``report --follow`` draw, for an exporter of your own.
 - :func:`recorded_run`, :func:`recorded_runs`: real runs that ship with the package, read back as a
   :class:`RunResult` without training (for slow machines and phones).
 
@@ -57,11 +59,12 @@ _API: dict[str, tuple[str, str | None]] = {
     "RunConfig": (".engine.config", "RunConfig"),
     "RunResult": (".engine.api", "RunResult"),
     "CATEGORIES": (".categories", "CATEGORIES"),
-    "PHASES": (".engine.events", "PHASES"),
+    "PHASES": (".measure.events", "PHASES"),
     "ConfigError": (".errors", "ConfigError"),
     "measure_timings": (".experiments.interval_sweep", "measure_timings"),
-    "Recorder": (".engine.recorder", "Recorder"),
+    "Recorder": (".measure.recorder", "Recorder"),
     "watch": (".widgets.watch", "watch"),
+    "Follower": (".measure.follow", "Follower"),
     "recorded_run": (".engine.recorded", "recorded_run"),
     "recorded_runs": (".engine.recorded", "recorded_runs"),
     "scratch_dir": (".engine.scratch", "scratch_dir"),

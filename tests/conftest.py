@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from goodputlab.engine.config import RunConfig
-from goodputlab.engine.events import read_events
+from goodputlab.measure.events import read_events
 from goodputlab.engine.supervisor import run_supervised
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ import pytest
 from goodputlab import theory
 from goodputlab.checkpoints.interval import PRIOR_FAILURES, PRIOR_MTBF_S, AutoInterval
 from goodputlab.engine.config import RunConfig
-from goodputlab.engine.events import EventLogWarning, read_events
+from goodputlab.measure.events import EventLogWarning, read_events
 from goodputlab.engine.supervisor import run_supervised
 
 from conftest import RESUME_SETTINGS
@@ -149,7 +149,7 @@ def test_cli_runs_the_memory_strategy_with_an_auto_interval(cli, cli_env, tmp_pa
     last = [e for e in events if e["kind"] == "ckpt_interval"][-1]
     assert summary["auto_interval"] == {k: last[k] for k in ("interval_s", "save_s", "mtbf_s", "failures_seen")}
     # the table says which interval the run chose, and from what
-    from goodputlab.engine.report import breakdown_table
+    from goodputlab.measure.report import breakdown_table
 
     table = breakdown_table(summary)
     assert f"--ckpt-every auto: last chose {last['interval_s']:.3g} s between saves" in table

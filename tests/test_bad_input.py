@@ -240,6 +240,9 @@ REPORT_ATTACKS = {
     "line-over-1mb": lambda d: _recording(d, b'{"t":0.1,"pad":"' + b"x" * (2 << 20) + b'"}'),
     "t-is-text": lambda d: _recording(d, b'{"t":"x","attempt":0,"step":0,"kind":"compute"}'),
     "t-is-nan": lambda d: _recording(d, b'{"t":NaN,"attempt":0,"step":0,"kind":"compute"}'),
+    "t-huge": lambda d: _recording(d, b'{"t":1e308,"attempt":0,"step":0,"kind":"compute"}'),
+    "attempts-past-limit": lambda d: _recording(d, b"".join(b'{"t":0.1,"attempt":%d,"step":0,"kind":"compute"}\n' % a
+                                                            for a in range(10_001))[:-1]),
     "deep-nesting": lambda d: _recording(d, b'{"t":0.1,"deep":' + DEEP + b"}"),
     "huge-integer": lambda d: _recording(d, b'{"t":0.1,"attempt":' + b"9" * 5000 + b',"step":0,"kind":"compute"}'),
     "huge-integer-summary": lambda d: (_lab_folder(d), (d / "summary.json").write_text('{"failures": ' + "9" * 5000 + "}")),
@@ -277,6 +280,7 @@ RECORDER_ATTACKS = {
     "recorder-lock-fifo": lambda d, victim: (d.mkdir(), os.mkfifo(d / ".events.jsonl.lock")),
     "recorder-meta-link": lambda d, victim: (d.mkdir(), (d / "recorder.json").symlink_to(victim)),
     "recorder-records-link": lambda d, victim: (d.mkdir(), (d / "events.steps.bin").symlink_to(victim)),
+    "recorder-foreign-log": lambda d, victim: (d.mkdir(), (d / "events.jsonl").write_bytes(b'{"ts": 1, "event": "batch"}\n' * 1000)),
 }
 
 
@@ -284,7 +288,7 @@ RECORDER_ATTACKS = {
 @pytest.mark.parametrize("attack,message", attacks("recorder-"))
 def test_the_recorder_refuses_a_planted_link_or_fifo_and_never_touches_its_target(attack, message, tmp_path):
     import goodputlab as gl
-    from goodputlab.engine.recorder import RecorderError
+    from goodputlab.measure.recorder import RecorderError
 
     victim = tmp_path / "victim.txt"
     victim.write_bytes(b"the user's data\n" * 1000)  # a log's tail repair would have truncated it

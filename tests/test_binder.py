@@ -108,7 +108,9 @@ def test_every_notebook_import_is_in_the_binder_environment():
 
 #: Imports of an optional extra, left out of the book's environment (Binder, `make lab`): a run that
 #: needs one says in one line how to install it (tests/test_torchft.py). Module -> extra.
-OPTIONAL_IMPORTS = {"torchft": "ft"}  # goodputlab run --fault-tolerance torchft
+OPTIONAL_IMPORTS = {"torchft": "ft",  # goodputlab run --fault-tolerance torchft
+                    "transformers": "test", "lightning": "test",  # goodputlab.integrations: the user's framework
+                    "pandas": "test"}  # RunResult.to_pandas(): pandas when the user has it
 
 
 def test_every_package_import_is_in_the_binder_environment():

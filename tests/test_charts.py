@@ -8,7 +8,7 @@ import goodputlab as gl
 
 from goodputlab import categories as C
 from goodputlab import charts
-from goodputlab.engine.ledger import Ledger, Segment, build_ledger
+from goodputlab.measure.ledger import Ledger, Segment, build_ledger
 
 from conftest import chart_rows
 from test_ledger import ONE_FAILURE, _tiny_steps_log

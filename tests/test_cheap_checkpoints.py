@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from goodputlab.engine import events as E
+from goodputlab.measure import events as E
 from goodputlab.checkpoints.strategies.async_ import AsyncCheckpointer
 from goodputlab.checkpoints.store import CheckpointStore, CheckpointWarning
 from goodputlab.checkpoints.restore import load_newest
@@ -28,8 +28,8 @@ from goodputlab.checkpoints.strategies import make_checkpointer
 from goodputlab.engine.config import RunConfig
 from goodputlab.checkpoints.strategies.dcp import DcpCheckpointer
 from goodputlab.checkpoints.dcp_layout import load_dcp_checkpoint
-from goodputlab.engine.events import EventWriter, read_events
-from goodputlab.engine.ledger import build_ledger
+from goodputlab.measure.events import EventWriter, read_events
+from goodputlab.measure.ledger import build_ledger
 from goodputlab.checkpoints.strategies.memory import MemoryCheckpointer
 from goodputlab.checkpoints.ram_tier import MemoryTier, create_memory_tier_dir, remove_memory_tier_dir, sweep_stale_memory_tiers
 from goodputlab.training.model import state_sha256

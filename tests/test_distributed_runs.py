@@ -22,11 +22,11 @@ import threading
 import pytest
 
 from goodputlab import categories as C
-from goodputlab.engine import events as E
+from goodputlab.measure import events as E
 from goodputlab.engine.config import RunConfig
 from goodputlab.distributed.joblog import RANKS_DIR
-from goodputlab.engine.events import read_events
-from goodputlab.engine.ledger import build_ledger
+from goodputlab.measure.events import read_events
+from goodputlab.measure.ledger import build_ledger
 from goodputlab.engine.supervisor import run_supervised
 
 WORK = dict(nproc=2, steps=24, ckpt_every=8, seed=5, restart_delay=0.0, threads=1)

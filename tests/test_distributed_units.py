@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from goodputlab import categories as C
-from goodputlab.engine import events as E
+from goodputlab.measure import events as E
 from goodputlab.engine.config import RunConfig
 from goodputlab.pipeline.loader import StepSampler
 from goodputlab.distributed.joblog import job_events, rank_totals
@@ -22,8 +22,8 @@ from goodputlab.distributed.launch import TorchrunLaunch, check_batch_split, par
 from goodputlab.distributed.sharding import ShardedStepSampler, shard_bounds
 from goodputlab.distributed.straggler import Straggler
 from goodputlab.errors import ConfigError
-from goodputlab.engine.ledger import build_ledger, summarize
-from goodputlab.engine.merge import merge_ranks
+from goodputlab.measure.ledger import build_ledger, summarize
+from goodputlab.measure.merge import merge_ranks
 
 
 # --- the torchrun command -----------------------------------------------------------------------

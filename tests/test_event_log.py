@@ -7,8 +7,8 @@ import warnings
 import pytest
 
 from goodputlab.engine.api import load_run
-from goodputlab.engine.events import EventLogError, EventLogWarning, EventTail, read_events
-from goodputlab.engine.ledger import build_ledger
+from goodputlab.measure.events import EventLogError, EventLogWarning, EventTail, read_events
+from goodputlab.measure.ledger import build_ledger
 
 GOOD = [
     {"t": 0.0, "attempt": 0, "step": None, "kind": "start"},

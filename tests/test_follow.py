@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import goodputlab as gl
-from goodputlab.engine.follow import Follower
+from goodputlab.measure.follow import Follower
 
 # A job without torch: sleeps stand for the work. argv: run_dir total step_s [kill_at]
 JOB = r"""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from goodputlab.engine.events import read_events
+from goodputlab.measure.events import read_events
 
 
 def test_a_restart_resumes_from_the_step_of_the_failure_not_the_last_periodic_checkpoint(tmp_path, cli, cli_env):

@@ -29,7 +29,7 @@ import pytest
 import goodputlab as gl
 from goodputlab import categories as C
 from goodputlab.engine.api import RunResult
-from goodputlab.engine.ledger import surviving_executions
+from goodputlab.measure.ledger import surviving_executions
 from goodputlab.experiments.interval_sweep import measure_timings
 from goodputlab.labs import (
     CheckResult, Scoreboard, lab01, lab02, lab03, lab04, lab05, lab06, lab07, lab08, lab09, lab10, lab11,

@@ -14,7 +14,8 @@ its own layer and the ones below, never one above:
  0    foundation         errors, validate, categories, safe_io, procs, machine (pure)
  1    models             theory.*, training.workload, checkpoints.registry, the pure parts of
                          efficiency and serving (numpy at most)
- 2    run records        engine.events, logread, steps, fold, ledger, config, report, merge, merge_stream, recorder, recorder_files, step_records, recording, follow (pure)
+ 2    run records        measure.* (the recorder, the event log, the ledger, the report: what measures any
+                         job), engine.config, recovery's booking, distributed's pure rules (pure)
  3    training           training.*, pipeline.*, checkpoints.*, engine.worker, the efficiency
                          sweep, serving's model side: torch lives here
  4    launching          engine.supervisor, launch, supervision, torchrun_supervision, emulated_supervision, api, run_dir,
@@ -70,20 +71,8 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("goodputlab.serving.analysis", 1),
     ("goodputlab.serving.config", 1),
     # 2 run records: what a run writes and reads, pure
-    ("goodputlab.engine.events", 2),
-    ("goodputlab.engine.ledger", 2),
+    ("goodputlab.measure", 2),  # measuring any job: recorder, event log, ledger, report (torch-free: the light install)
     ("goodputlab.engine.config", 2),
-    ("goodputlab.engine.report", 2),
-    ("goodputlab.engine.merge", 2),
-    ("goodputlab.engine.merge_stream", 2),  # the ranks' logs merged as a stream
-    ("goodputlab.engine.recorder", 2),
-    ("goodputlab.engine.recording", 2),
-    ("goodputlab.engine.recorder_files", 2),  # a recording's files: t0, the lock, the log's tail
-    ("goodputlab.engine.step_records", 2),  # the recorder's binary step records beside its JSON lines
-    ("goodputlab.engine.logread", 2),  # reading an event log: every line checked, in batches
-    ("goodputlab.engine.steps", 2),  # which step executions survive, as ranges of steps
-    ("goodputlab.engine.fold", 2),  # the ledger in one pass
-    ("goodputlab.engine.follow", 2),  # a running job's ledger, from what its log gained
     ("goodputlab.distributed.launch", 2),  # the torchrun command line and the rules of a distributed run
     ("goodputlab.distributed.binding", 2),  # where a distributed run's sockets listen
     ("goodputlab.distributed.straggler", 2),
@@ -104,6 +93,8 @@ LAYERS: tuple[tuple[str, int], ...] = (
     ("goodputlab.serving.kv", 3),
     ("goodputlab.serving.engine", 3),
     ("goodputlab.serving.worker", 3),
+    ("goodputlab.integrations", 3),  # callbacks in a framework's training loop (the framework imports torch)
+    ("goodputlab.integrations.hooks", 2),  # a hook's time as the recorder's blocks (pure)
     ("goodputlab.recovery", 3),  # the worker's side: injection, the loop's hooks, a full disk, the standby
     # 4 launching: start and watch processes
     ("goodputlab.engine", 4),
@@ -374,8 +365,8 @@ def test_every_package_folder_is_a_package():
 
 @pytest.mark.parametrize(
     "module",
-    ["goodputlab", "goodputlab.theory", "goodputlab.validate", "goodputlab.engine.config", "goodputlab.engine.ledger",
-     "goodputlab.engine.report", "goodputlab.experiments", "goodputlab.cli"],
+    ["goodputlab", "goodputlab.theory", "goodputlab.validate", "goodputlab.engine.config", "goodputlab.measure.ledger",
+     "goodputlab.measure.report", "goodputlab.experiments", "goodputlab.cli"],
 )
 def test_importing_stays_torch_free(module):
     code = (

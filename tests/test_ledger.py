@@ -6,9 +6,9 @@ import pytest
 
 import goodputlab as gl
 from goodputlab import categories as C
-from goodputlab.engine import events as E
+from goodputlab.measure import events as E
 from goodputlab.engine.api import TIMELINE_SEGMENTS
-from goodputlab.engine.ledger import (
+from goodputlab.measure.ledger import (
     TimelineBins, build_ledger, per_step, summarize, surviving_executions, surviving_samples,
 )  # fmt: skip
 

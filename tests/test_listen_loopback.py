@@ -251,7 +251,7 @@ def test_a_run_on_one_machine_listens_on_loopback_only_and_refuses_the_attack(tm
         assert attacked == set(seen)
         assert not marker.exists()
     if prefix:  # the ranks ran where the machine's name resolves to its network address
-        from goodputlab.engine.events import read_events
+        from goodputlab.measure.events import read_events
 
         ranks = [e for log in sorted((out / "ranks").glob("events-rank*.jsonl")) for e in read_events(log)]
         assert {e.get("host") for e in ranks if e["kind"] == "init"} == {LAN_NAME}

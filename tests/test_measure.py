@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from goodputlab.engine import events as E
+from goodputlab.measure import events as E
 from goodputlab.engine.config import RunConfig
 from goodputlab.errors import ConfigError
 from goodputlab.experiments.interval_sweep import (

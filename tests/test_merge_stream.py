@@ -1,5 +1,5 @@
-"""The ranks' logs merged as a stream (engine/merge_stream.py) give the job's events of the in-memory
-merge (engine/merge.py) event for event, on a real two-rank recording with a kill and on ranks that
+"""The ranks' logs merged as a stream (measure/merge_stream.py) give the job's events of the in-memory
+merge (measure/merge.py) event for event, on a real two-rank recording with a kill and on ranks that
 straggle, restart out of step, keep other clocks or die mid-attempt; and the stream's memory does not
 grow with the steps while the in-memory merge's does."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from goodputlab.engine import events as E
-from goodputlab.engine.fold import sorted_tuples
-from goodputlab.engine.recording import Recording
+from goodputlab.measure import events as E
+from goodputlab.measure.fold import sorted_tuples
+from goodputlab.measure.recording import Recording
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "ledger_corpus"
@@ -162,8 +162,8 @@ def merge_peak_bytes(run_dir: Path, in_memory: bool = False) -> int:
 def test_the_streams_memory_does_not_grow_with_the_steps(tmp_path, monkeypatch):
     # the reader's blocks of 64 KB (not 1 MB) and batches of 256 events (not 4096), so that both jobs
     # span many of each: what is left is what the merge holds
-    monkeypatch.setattr("goodputlab.engine.logread.CHUNK_BYTES", 1 << 16)
-    monkeypatch.setattr("goodputlab.engine.merge_stream.BATCH", 256)
+    monkeypatch.setattr("goodputlab.measure.logread.CHUNK_BYTES", 1 << 16)
+    monkeypatch.setattr("goodputlab.measure.merge_stream.BATCH", 256)
     jobs = {steps: lockstep_job(tmp_path / str(steps), steps) for steps in (800, 3200)}
     assert_same_as_in_memory(jobs[800])
     merge_peak_bytes(jobs[800])  # warm: what the first read imports and compiles is not the merge's

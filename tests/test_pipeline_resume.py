@@ -10,8 +10,8 @@ import pytest
 
 from goodputlab import categories as C
 from goodputlab.pipeline.loader import read_latency_s
-from goodputlab.engine.events import read_events
-from goodputlab.engine.ledger import build_ledger, surviving_samples
+from goodputlab.measure.events import read_events
+from goodputlab.measure.ledger import build_ledger, surviving_samples
 
 from conftest import real_run
 

@@ -14,7 +14,7 @@ import pytest
 
 import goodputlab as gl
 from goodputlab.engine.config import RunConfig
-from goodputlab.engine.ledger import build_ledger
+from goodputlab.measure.ledger import build_ledger
 from goodputlab.engine.recorded import RECORDED_DIR, nearest_recorded
 from goodputlab.errors import RunFileError
 

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 import goodputlab as gl
-from goodputlab.engine import events as E
-from goodputlab.engine.ledger import build_ledger
-from goodputlab.engine.merge import job_attempts, merge_ranks
-from goodputlab.engine.recorder import EventLogError, EventLogWarning, RecorderError
-from goodputlab.engine.recording import read_log
+from goodputlab.measure import events as E
+from goodputlab.measure.ledger import build_ledger
+from goodputlab.measure.merge import job_attempts, merge_ranks
+from goodputlab.measure.recorder import EventLogError, EventLogWarning, RecorderError
+from goodputlab.measure.recording import read_log
 
 ROOT = Path(__file__).resolve().parent.parent
 CATS = ("productive", "data_wait", "checkpoint_save", "checkpoint_restore", "lost_work", "restart", "startup", "other")
@@ -175,14 +175,14 @@ def test_the_writers_fast_path_writes_what_json_dumps_writes(t, attempt, step, k
 
 
 def test_importing_the_recorder_does_not_import_torch():
-    code = "import sys, goodputlab as gl; gl.Recorder; import goodputlab.engine.merge; print('torch' in sys.modules)"
+    code = "import sys, goodputlab as gl; gl.Recorder; import goodputlab.measure.merge; print('torch' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "False", r.stderr
 
 
 def test_one_live_recorder_per_log(tmp_path):
     rec = gl.Recorder(tmp_path)
-    with pytest.raises(RecorderError, match="another live process"):
+    with pytest.raises(RecorderError, match="being recorded by a live Recorder"):
         gl.Recorder(tmp_path)
     fd = os.open(tmp_path / "events.jsonl", os.O_RDONLY)
     try:  # the attempt's lock is a file of its own: the log stays free for its writers' own locking
@@ -469,7 +469,7 @@ def test_help_shows_the_recorders_arguments_and_blocks():
 
     text = pydoc.render_doc(gl.Recorder, renderer=pydoc.plaintext)
     assert ("Recorder(run_dir: 'str | Path', *, total_steps: 'int | None' = None, rank: 'int | None' = None, "
-            "step_records: 'bool' = True)") in text
+            "step_records: 'bool' = True, cuda_sync: 'bool' = False)") in text
     for word in ("``run_dir``", "``total_steps``", "``rank``", "``step_records``", "checkpoint_restore", "data_wait", "checkpoint_save", "close"):
         assert word in text, word
     assert "Initialize self" not in text  # __init__ says what its arguments are

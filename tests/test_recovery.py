@@ -21,8 +21,8 @@ from conftest import ROOT
 from goodputlab import categories as C
 from goodputlab.checkpoints.store import CheckpointStore
 from goodputlab.engine.config import RunConfig
-from goodputlab.engine.events import read_events
-from goodputlab.engine.ledger import build_ledger, per_step, surviving_samples
+from goodputlab.measure.events import read_events
+from goodputlab.measure.ledger import build_ledger, per_step, surviving_samples
 from goodputlab.engine.supervisor import run_supervised
 from goodputlab.recovery import disk_full
 from goodputlab.recovery.omit import sample_accounting
@@ -138,7 +138,7 @@ def _small_disk_run(tmp_path: Path, cli, cli_env, args: list[str]) -> tuple[int,
         "import json, sys\n"
         "from pathlib import Path\n"
         "from goodputlab.checkpoints.store import CheckpointStore\n"
-        "from goodputlab.engine.events import read_events\n"
+        "from goodputlab.measure.events import read_events\n"
         "out = Path(sys.argv[1]); store = CheckpointStore(out / 'ckpt')\n"
         "valid = [c.step for c in store.list() if store.verify(c.path)]\n"
         "print(json.dumps({'names': sorted(str(p.relative_to(out)) for p in out.rglob('*')),\n"

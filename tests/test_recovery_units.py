@@ -415,7 +415,7 @@ def test_continuation_picks_up_the_clock_and_the_attempts():
 
 # --- booking ---------------------------------------------------------------------------------------
 def test_recovery_phases_book_to_known_categories_and_do_not_clash():
-    from goodputlab.engine import events as E
+    from goodputlab.measure import events as E
 
     assert set(booking.PHASE_CATEGORIES.values()) <= set(C.CATEGORIES)
     assert set(booking.PHASE_CATEGORIES) <= set(E.PHASES)  # the event log knows them as phases

@@ -16,7 +16,7 @@ import pytest
 
 from goodputlab.checkpoints.store import CheckpointStore
 from goodputlab.engine.config import RunConfig
-from goodputlab.engine.events import EventWriter, read_events
+from goodputlab.measure.events import EventWriter, read_events
 from goodputlab.engine.run_dir import MARKER, RESERVE
 from goodputlab.engine.supervisor import WorkerLog, run_supervised
 

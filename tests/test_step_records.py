@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 import goodputlab as gl
-from goodputlab.engine import events as E
-from goodputlab.engine import step_records as SR
-from goodputlab.engine.follow import Follower
-from goodputlab.engine.recorder import EventLogError, EventLogWarning, RecorderError
-from goodputlab.engine.recording import Recording, read_log
+from goodputlab.measure import events as E
+from goodputlab.measure import step_records as SR
+from goodputlab.measure.follow import Follower
+from goodputlab.measure.recorder import EventLogError, EventLogWarning, RecorderError
+from goodputlab.measure.recording import Recording, read_log
 
 # argv: run_dir total kill_at every records(0/1). SIGKILLs itself inside step kill_at's compute (-1: never).
 JOB = r"""

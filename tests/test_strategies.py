@@ -14,7 +14,7 @@ import pytest
 from goodputlab import categories as C
 from goodputlab.checkpoints.store import CheckpointStore, CheckpointWarning
 from goodputlab.engine.config import RunConfig
-from goodputlab.engine.events import read_events
+from goodputlab.measure.events import read_events
 from goodputlab.checkpoints.ram_tier import memory_root
 from goodputlab.engine.supervisor import run_supervised
 

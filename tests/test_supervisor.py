@@ -8,8 +8,8 @@ import pytest
 from goodputlab import categories as C
 from goodputlab.checkpoints.store import CheckpointStore, CheckpointWarning
 from goodputlab.engine.config import RunConfig
-from goodputlab.engine.events import read_events
-from goodputlab.engine.ledger import surviving_samples
+from goodputlab.measure.events import read_events
+from goodputlab.measure.ledger import surviving_samples
 from goodputlab.engine.supervisor import run_supervised
 
 from conftest import KILLS, RESUME_SETTINGS, real_run

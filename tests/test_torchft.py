@@ -22,8 +22,8 @@ import pytest
 import goodputlab as gl
 from goodputlab import categories as C
 from goodputlab.distributed.replica_ledger import job_books, job_ledger, job_per_step, recoveries
-from goodputlab.engine import events as E
-from goodputlab.engine.events import EventLogWarning, read_events
+from goodputlab.measure import events as E
+from goodputlab.measure.events import EventLogWarning, read_events
 from goodputlab.engine.torchft_supervision import HEARTBEAT_TIMEOUT_MS
 from goodputlab.recovery.control import replica_named
 from conftest import chart_rows

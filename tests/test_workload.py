@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from goodputlab.engine.config import RunConfig
-from goodputlab.engine.events import NullWriter
+from goodputlab.measure.events import NullWriter
 from goodputlab.training.model import GPT, count_params, state_sha256
 from goodputlab.training.workload import PRESETS, MarkovSource, uniform_loss
 from goodputlab.engine.worker import train

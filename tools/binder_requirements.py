@@ -35,11 +35,22 @@ BINDER_ENV = {**default_environment(), "sys_platform": "linux", "platform_system
 
 
 def direct_requirements() -> list[Requirement]:
-    """pyproject's dependencies and the ``book`` extra (the project's own dependency list)."""
+    """pyproject's dependencies and the ``book`` and ``workshop`` extras (the project's own dependency list),
+    with the extras they name (``goodputlab[lab]``) expanded in their place."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    lines = list(project["dependencies"])
-    for extra in EXTRAS:
-        lines += project["optional-dependencies"][extra]
+    optional = project["optional-dependencies"]
+    lines, todo, seen = list(project["dependencies"]), list(EXTRAS), set()
+    while todo:
+        extra = todo.pop(0)
+        if extra in seen:
+            continue
+        seen.add(extra)
+        for line in optional[extra]:
+            req = Requirement(line)
+            if canonicalize_name(req.name) == "goodputlab":
+                todo += sorted(req.extras)
+            elif line not in lines:
+                lines.append(line)
     return [Requirement(line) for line in lines]
 
 

@@ -7,14 +7,14 @@ from typing import Any, Iterable, Mapping
 import altair as alt
 
 from ..categories import CATEGORIES, COLORS
-from ..engine.ledger import Ledger, Segment, TimelineBins, coalesce
+from ..measure.ledger import Ledger, Segment, TimelineBins, coalesce
 from .base import category_scale, present
 
 
 def _readable_segments(segments: list[Segment], wall_s: float, width_px: int) -> list[Segment]:
     """Over 2000 segments: those narrower than a pixel merged by one-pixel bins, each drawn as its
     categories side by side, each as long as its time in the bin
-    (:class:`~goodputlab.engine.ledger.TimelineBins`), and neighbours of one category joined.
+    (:class:`~goodputlab.measure.ledger.TimelineBins`), and neighbours of one category joined.
 
     They would be invisible anyway; merging keeps a long run's chart small.
     The breakdown chart, built from the ledger's buckets, stays exact.

@@ -13,7 +13,7 @@ import altair as alt
 
 from ..categories import CATEGORIES, COLORS
 from ..distributed.joblog import rank_events
-from ..engine.ledger import build_ledger
+from ..measure.ledger import build_ledger
 from .base import category_scale, present
 
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..engine import events as E
+from ..measure import events as E
 from ..recovery.booking import M_EXPOSED
 from ..theory import daly_interval
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from ..engine.config import GROUPS, RunConfig
 from ..errors import ConfigError, RunFileError
 from ..validate import Boolean
-from .common import EXIT_CRASH, EXIT_INCOMPLETE, EXIT_OK, read
+from .common import EXIT_CRASH, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE, read
 
 EXAMPLES = """\
 examples:
@@ -130,6 +130,12 @@ def _ranks_fit_the_gpus(config: RunConfig) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     """Run the experiment the flags describe; print the breakdown (or the summary as JSON)."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:  # the light install: the recorder and the report, no training
+        print("goodputlab run: error: a training run needs torch, which `pip install goodputlab` leaves out: "
+              "pip install 'goodputlab[lab]'", file=sys.stderr)  # fmt: skip
+        return EXIT_USAGE
     resume_dir = args.resume if isinstance(args.resume, str) else None
     if args.resume and resume_dir is None and args.out is None:
         raise ConfigError(
@@ -163,7 +169,7 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _table(summary: dict) -> str:
-    from ..engine.report import breakdown_table
+    from ..measure.report import breakdown_table
 
     return breakdown_table(summary)
 
@@ -172,7 +178,7 @@ def _run_reporting_trouble(config: RunConfig, out: str, args: argparse.Namespace
     """The run's result, or the exit code after telling the user, in a line or two, what stopped it."""
     from ..checkpoints.store import CheckpointWarning
     from ..engine.api import run
-    from ..engine.events import EventLogWarning
+    from ..measure.events import EventLogWarning
     from ..engine.interrupts import RunInterrupted
     from ..engine.supervisor import WorkerCrashed
 

@@ -8,7 +8,7 @@ What lives here, one module per idea:
   rank reads; the batch of step *s* stays a pure function of ``(seed, s)``.
 * :mod:`~goodputlab.distributed.straggler` (pure): a chosen rank's steps slowed by a factor.
 * :mod:`~goodputlab.distributed.joblog` (pure): the job's event log from the ranks' logs and
-  the supervisor's (merged by :mod:`goodputlab.engine.merge`), with the wait for the slowest rank split out.
+  the supervisor's (merged by :mod:`goodputlab.measure.merge`), with the wait for the slowest rank split out.
 * :mod:`~goodputlab.distributed.ranks`: this process's rank, its device and its process
   groups (gloo on CPU, NCCL on CUDA, and a gloo group for checkpoints).
 * :mod:`~goodputlab.distributed.parallel`: DistributedDataParallel for every preset, FSDP

@@ -25,7 +25,7 @@ import warnings
 from pathlib import Path
 from typing import Callable
 
-from ..engine import events as E
+from ..measure import events as E
 
 
 def is_due(config, step_done: int) -> bool:

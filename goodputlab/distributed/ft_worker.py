@@ -35,9 +35,9 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from ..engine import events as E
+from ..measure import events as E
 from ..engine.config import RunConfig
-from ..engine.events import EventWriter
+from ..measure.events import EventWriter
 from .joblog import RANKS_DIR
 
 REPLICA_LOG = "events-replica{replica}.jsonl"

@@ -6,7 +6,7 @@ each failure it injects, the end). :func:`job_events` makes the job's log from t
 ``events.jsonl`` holds at the end of the run, so the ledger, the summary, the report and the
 charts read a job of many ranks as they read one process:
 
-* the ranks' logs are merged by :func:`goodputlab.engine.merge.merge_ranks` (the job is as far as
+* the ranks' logs are merged by :func:`goodputlab.measure.merge.merge_ranks` (the job is as far as
   its slowest rank; its wait for the slowest is split out as ``sync_wait``), attempts numbered
   by ``torchrun``'s restart count;
 * the supervisor's phases go around them: ``start`` and ``spawn`` (of torchrun) before the
@@ -28,8 +28,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..engine import events as E
-from ..engine.merge import job_attempts, merge_ranks
+from ..measure import events as E
+from ..measure.merge import job_attempts, merge_ranks
 
 RANKS_DIR = "ranks"
 RANK_LOG = "events-rank{rank}.jsonl"

@@ -39,7 +39,7 @@ import time
 import warnings
 from pathlib import Path
 
-from ..engine.events import EventTail
+from ..measure.events import EventTail
 from ..errors import ConfigError
 from ..procs import dies_with_this_process
 from .binding import BIND_ENV, PORT_FILE_ENV, bind_address, exposure_warning, listen_env

@@ -168,7 +168,7 @@ class RamCheckpointer:
         import time
 
         from ..checkpoints.state import capture_state
-        from ..engine import events as E
+        from ..measure import events as E
         from .parallel import unwrap
 
         t = time.perf_counter()
@@ -205,7 +205,7 @@ def restore(ram: NodeRam, rank, wrapped, optimizer, scheduler, device, disk_step
     position); emits ``restored`` with its source (``memory``: the rank's own node, ``peer``: a neighbour's
     copy, ``moved``: another node's own copy) and the folder it read (``node<i>/rank<R>`` or ``node<i>/held-rank<R>``)."""
     from ..checkpoints.state import apply_state
-    from ..engine import events as E
+    from ..measure import events as E
     from .parallel import unwrap
 
     offered = rank.gather(sorted(ram.offers()))

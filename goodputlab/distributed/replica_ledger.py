@@ -25,8 +25,8 @@ from __future__ import annotations
 from typing import Iterable, NamedTuple
 
 from .. import categories as C
-from ..engine import events as E
-from ..engine.ledger import Ledger, Segment
+from ..measure import events as E
+from ..measure.ledger import Ledger, Segment
 
 _STATIC = {
     E.W_RESTORE: C.CHECKPOINT_RESTORE,
@@ -228,7 +228,7 @@ def replica_lane(replica: int) -> str:
 
 
 def job_ledger(events: Iterable[dict], groups: int) -> Ledger:
-    """The :class:`~goodputlab.engine.ledger.Ledger` of a torchft job from its ``events.jsonl``, by the
+    """The :class:`~goodputlab.measure.ledger.Ledger` of a torchft job from its ``events.jsonl``, by the
     job's rules (the module's table): one strip (``lane``) per replica group from 0 to the wall, its
     launches as ``attempt``; the buckets are the replicas' mean, as in ``summary.json`` (so a strip's
     seconds sum to the wall, and all strips' to ``groups`` walls); the failures are the supervisor's kills."""

@@ -31,9 +31,9 @@ import time
 import traceback
 from pathlib import Path
 
-from ..engine import events as E
+from ..measure import events as E
 from ..engine.config import RunConfig
-from ..engine.events import EventWriter
+from ..measure.events import EventWriter
 from ..procs import die_with_parent
 from .joblog import RANK_LOG, RANKS_DIR, SUPERVISOR_LOG
 

@@ -9,14 +9,10 @@
   and its exit: :mod:`~goodputlab.engine.launch`.
 - :mod:`~goodputlab.engine.worker`: one attempt, ``python -m goodputlab.engine.worker``: resume,
   then the training loop.
-- :mod:`~goodputlab.engine.events`: the event log every process appends to (the source of truth).
-- :mod:`~goodputlab.engine.ledger`: every second of the wall clock booked to one category.
-- :mod:`~goodputlab.engine.report`: the breakdown as text.
 - :mod:`~goodputlab.engine.run_dir`: which folders a run may use, and its lock.
 - :mod:`~goodputlab.engine.interrupts`: Ctrl-C, SIGTERM and SIGHUP stop a run the same way.
-- :mod:`~goodputlab.engine.recorder`: the same event log from any training loop (``gl.Recorder``);
-  :mod:`~goodputlab.engine.recording` reads it back.
-- :mod:`~goodputlab.engine.merge`: one job's log from the logs of its ranks.
+- What a run writes is read by :mod:`goodputlab.measure` (the event log, the ledger, the report, the
+  recorder for your own loop): the engine runs a job, ``measure`` measures one.
 
 Importing the package loads nothing; each module loads on use, torch only in the worker.
 """

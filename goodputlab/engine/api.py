@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from .config import RunConfig
-from ..errors import RunFileError
-from .events import read_events
-from .ledger import Ledger, build_ledger, per_step
-from .recorder_files import _lexists
-from .recording import Recording
-from .report import breakdown_table
+from ..errors import ConfigError, RunFileError
+from ..validate import Number
+from ..measure.events import read_events
+from ..measure.ledger import Ledger, build_ledger, per_step
+from ..measure.recorder_files import _lexists
+from ..measure.recording import Recording
+from ..measure.report import breakdown_table
 from ..recovery.modes import restart_warning
 from ..safe_io import UnsafeFileError, read_regular
 
@@ -84,7 +85,7 @@ class RunResult:
     def ledger(self) -> Ledger:
         """The ledger with its segments (a long recording's merged to a chart's resolution: segments
         shorter than 1/4000 of the wall time merged by bins of that width, each drawn as its categories
-        side by side, each as long as its time in the bin, :class:`~goodputlab.engine.ledger.TimelineBins`). A torchft job's is booked by
+        side by side, each as long as its time in the bin, :class:`~goodputlab.measure.ledger.TimelineBins`). A torchft job's is booked by
         the job's rules, one strip per replica group with its ``degraded`` time, as its summary is
         (:func:`goodputlab.distributed.replica_ledger.job_ledger`)."""
         if self.summary.get("fault_tolerance") == "torchft":
@@ -97,10 +98,12 @@ class RunResult:
 
     @property
     def goodput(self) -> float:
+        """Productive seconds over wall seconds (0 to 1)."""
         return self.summary["goodput"]
 
     @property
     def buckets(self) -> dict[str, float]:
+        """Seconds of the wall time booked to each category (they add up to ``summary["wall_s"]``)."""
         return self.summary["buckets"]
 
     @property
@@ -125,6 +128,39 @@ class RunResult:
         """The breakdown as text (what the CLI prints)."""
         return breakdown_table(self.summary)
 
+    def rolling(self, window_s: float, since_s: float = 0.0, until_s: float = math.inf) -> list[dict[str, Any]]:
+        """Rolling goodput: one row per window of ``window_s`` seconds of the run's wall clock (from ``since_s``
+        to ``until_s``, seconds from its start): goodput, seconds per category, median and p90 step time,
+        slow steps (:mod:`goodputlab.measure.windows`)."""
+        from ..measure.windows import windows_of
+
+        return windows_of(self._fold_with, WINDOW_S("window_s", window_s), *_span(since_s, until_s))
+
+    def interval(self, since_s: float = 0.0, until_s: float = math.inf) -> dict[str, Any]:
+        """The ledger of the part of the run from ``since_s`` to ``until_s`` (seconds from its start): one row
+        as :meth:`rolling` gives."""
+        from ..measure.windows import windows_of
+
+        rows = windows_of(self._fold_with, None, *_span(since_s, until_s))
+        return rows[0] if rows else {"start_s": since_s, "end_s": since_s, "goodput": 0.0, "buckets": {}, "steps": 0,
+                                     "median_step_s": None, "p90_step_s": None, "slow_steps": 0}  # fmt: skip
+
+    def to_pandas(self, window_s: float | None = None):
+        """A pandas DataFrame: one row per step execution (:meth:`per_step`), or with ``window_s`` one per
+        window (:meth:`rolling`, a column per category). Needs pandas (``pip install pandas``)."""
+        from ..measure.exports import to_pandas
+
+        return to_pandas(self.per_step() if window_s is None else self.rolling(window_s))
+
+    def _fold_with(self, visit):
+        """The run's log folded with ``visit`` (:func:`goodputlab.measure.fold.fold`)."""
+        if self._events is None and self.recording is not None:
+            return self.recording.fold(visit=visit)
+        from ..measure.fold import fold, sorted_tuples
+
+        tuples = sorted_tuples(self.events)
+        return fold(lambda: [tuples], visit=visit)
+
     def timeline_chart(self, **kwargs):
         """The run as a timeline: a strip per attempt, failures marked (an Altair chart)."""
         return _run_charts().timeline(self.ledger, **kwargs)
@@ -139,6 +175,18 @@ class RunResult:
 
     def _repr_markdown_(self) -> str:
         return "```\n" + self.table() + "\n```"
+
+
+WINDOW_S = Number(low=0, low_open=True, unit="seconds")
+
+
+def _span(since_s: float, until_s: float) -> tuple[float, float]:
+    """``(since_s, until_s)`` checked: seconds from the run's start, ``since_s`` before ``until_s``."""
+    since = Number(low=0, unit="seconds")("since_s", since_s)
+    until = Number(low=0, low_open=True, unit="seconds", allow_inf=True)("until_s", until_s)
+    if until <= since:
+        raise ConfigError("until_s", until_s, f"a time after since_s ({since_s} s)")
+    return since, until
 
 
 _SCRATCH: Path | None = None

@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from . import events as E
+from ..measure import events as E
 from ..recovery.booking import M_EXPOSED, M_PARTITION, M_PARTITION_END, SUP_HANG
 from ..recovery.modes import FailureClock
 from ..procs import dies_with_this_process
@@ -166,7 +166,7 @@ class EmulatedNodesSupervision(TorchrunSupervision):
     def poll_ranks(self) -> list[dict]:
         """The ranks' new events (their logs are files on the machine's one filesystem, shared by the nodes)."""
         from ..distributed.joblog import RANKS_DIR
-        from .events import EventTail
+        from ..measure.events import EventTail
 
         new = []
         for p in (self.out / RANKS_DIR).glob("events-rank*.jsonl"):

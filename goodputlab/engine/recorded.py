@@ -28,7 +28,7 @@ from ..categories import CATEGORIES
 from ..errors import ConfigError, RunFileError
 from .api import RunResult, read_summary
 from .config import RunConfig
-from .events import parse_event
+from ..measure.events import parse_event
 
 #: The folder of the recordings (package data).
 RECORDED_DIR = Path(__file__).resolve().parent.parent / "recorded"

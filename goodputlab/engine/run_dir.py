@@ -55,7 +55,7 @@ def _is_earlier_run(path: Path) -> bool:
     configuration and its ``events.jsonl`` starts with the supervisor's ``start`` event.
     (Files that merely have those names are the user's, not a run's.)"""
     from .config import RunConfig
-    from .events import SUP_START, parse_event
+    from ..measure.events import SUP_START, parse_event
     from ..safe_io import read_regular
 
     try:

@@ -29,14 +29,14 @@ from typing import Callable
 
 import numpy as np
 
-from . import events as E
+from ..measure import events as E
 from ..checkpoints.store import CheckpointStore, CheckpointWarning, state_file_cap
 from .config import RunConfig
-from .events import EventTail, EventWriter, read_events
+from ..measure.events import EventTail, EventWriter, read_events
 from .interrupts import RunInterrupted
 from .launch import WorkerCrashed, WorkerLog, killed_from_outside, launch_worker
 from ..training.threads import choose_threads
-from .ledger import summarize
+from ..measure.ledger import summarize
 from ..checkpoints import strategies
 from ..checkpoints.registry import RunResource
 from .run_dir import RunDir
@@ -50,7 +50,7 @@ from ..recovery.spare import HotSpare, kill_group
 from ..recovery.watchdog import HeartbeatWatchdog
 from ..safe_io import read_regular, write_atomic
 from ..training.workload import PRESETS
-from .events import SUP_HANDOVER, SUP_HANG, SUP_RESUME
+from ..measure.events import SUP_HANDOVER, SUP_HANG, SUP_RESUME
 from ..recovery.booking import M_EXPOSED
 
 POLL_S = 0.02  # how often the supervisor looks at the worker and the event log

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import events as E
+from ..measure import events as E
 from .config import RunConfig
-from .events import read_events
+from ..measure.events import read_events
 from .interrupts import RunInterrupted
 from .launch import WorkerCrashed, worker_env
 from .run_dir import RunDir

@@ -11,14 +11,14 @@ import warnings
 
 import numpy as np
 
-from . import events as E
+from ..measure import events as E
 from ..checkpoints.registry import RunResource
 from ..checkpoints.store import CheckpointWarning
 from .config import RunConfig
-from .events import EventWriter, read_events
+from ..measure.events import EventWriter, read_events
 from .interrupts import RunInterrupted
 from .launch import WorkerCrashed, WorkerLog, worker_env
-from .ledger import summarize
+from ..measure.ledger import summarize
 from .run_dir import RunDir
 from ..safe_io import write_atomic
 from ..recovery.booking import M_EXPOSED

@@ -24,10 +24,10 @@ from typing import Any
 
 from ..procs import die_with_parent
 from ..safe_io import read_regular
-from . import events as E
+from ..measure import events as E
 from .config import AUTO, RunConfig
 from ..recovery.modes import TRAIN_CLOCK
-from .events import W_ACTIVATE, W_CRASH, W_LOADER_REBUILD, EventWriter
+from ..measure.events import W_ACTIVATE, W_CRASH, W_LOADER_REBUILD, EventWriter
 
 
 @dataclass
@@ -258,7 +258,7 @@ def should_save(config: RunConfig, done: int, since_last_save_s: float, auto=Non
 def train(config: RunConfig, run_dir: Path, events, control=None, run: Run | None = None) -> dict:
     """Resume or start, train to ``config.steps``, and return what the run ended with.
 
-    ``events`` is an :class:`~goodputlab.engine.events.EventWriter` (or a ``NullWriter``
+    ``events`` is an :class:`~goodputlab.measure.events.EventWriter` (or a ``NullWriter``
     for an uninstrumented loop). The caller has already emitted ``init``. ``control``: the
     supervisor's control pipe (:mod:`goodputlab.recovery.control`), for injected failures.
     ``run``: a hot spare's objects, set up before it was activated.

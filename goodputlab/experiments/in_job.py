@@ -86,7 +86,7 @@ def _replica_timelines(result) -> dict[str, list[list]]:
 
 def _losses(result) -> list[list]:
     """``[step, loss, replica]`` of every committed step (replica 0 for a torchrun job: its ranks agree)."""
-    from ..engine import events as E
+    from ..measure import events as E
 
     ft = result.summary.get("fault_tolerance") == "torchft"
     rows = []

@@ -28,11 +28,11 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any, Callable, Iterable
 
-from ..engine import events as E
+from ..measure import events as E
 from .. import validate
 from ..engine.config import RunConfig
 from ..errors import ConfigError
-from ..engine.ledger import build_ledger
+from ..measure.ledger import build_ledger
 from ..theory.lab_model import RunPrediction, RunTimings, predict_run, textbook_goodput
 from ..theory.lab_replay import replay_run
 from ..recovery.booking import M_EXPOSED

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..engine.api import RunResult, run
 from ..engine.config import RunConfig
-from ..engine.ledger import surviving_samples
+from ..measure.ledger import surviving_samples
 from ..recovery.omit import OMITTABLE, sample_accounting
 
 VARIANTS = ("complete",) + OMITTABLE  # complete, optimizer, data, rng

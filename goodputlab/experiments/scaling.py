@@ -20,7 +20,7 @@ from typing import Any, Iterable
 
 from .. import categories as C
 from ..distributed import joblog
-from ..engine import events as E
+from ..measure import events as E
 from ..engine.config import RunConfig
 from ..theory import scaling
 from ..theory.sim_config import SimConfig, SimResult

@@ -21,7 +21,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..engine import events as E
+from ..measure import events as E
 from ..checkpoints import registry
 from ..engine.config import RunConfig
 from ..theory.closed_forms import daly_goodput, daly_interval

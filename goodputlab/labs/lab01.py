@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import categories as C
-from ..engine.ledger import surviving_executions
+from ..measure.ledger import surviving_executions
 from ..theory.closed_forms import young_interval
 from ..theory.lab_model import RunTimings, optimal_ckpt_every, predict_run_goodput
 from .checks import AnswerError, CheckResult, as_number, as_whole, check, direction, near

@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ..engine import events as E
+from ..measure import events as E
 from ..theory.closed_forms import daly_interval, young_interval
 from .checks import CheckResult, as_choice, as_number, as_whole, check, diagnose, direction, near
 

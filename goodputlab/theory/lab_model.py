@@ -268,7 +268,7 @@ def predict_run(timings: RunTimings, steps: int, ckpt_every: int, mtbf_s: float,
     The spread ``wall_sd_s`` is exact for this model (segments are
     independent because failures are memoryless): a compound geometric sum
     per segment. The breakdown books each expected second as the lab's ledger
-    does (:mod:`goodputlab.engine.ledger`): compute of rolled-back steps is
+    does (:mod:`goodputlab.measure.ledger`): compute of rolled-back steps is
     ``lost_work``, their data waits stay ``data_wait``, relaunches after the
     first are ``restart``, and so on.
 

@@ -1,7 +1,7 @@
 """``gl.watch(DIR)``: a running job's ledger in a notebook, redrawn while the job runs.
 
 The notebook's side of ``goodputlab report DIR --follow``: a :class:`Watch` keeps a
-:class:`~goodputlab.engine.follow.Follower` on the folder and, on a background thread,
+:class:`~goodputlab.measure.follow.Follower` on the folder and, on a background thread,
 redraws the breakdown (one bar per category) and a progress line every ``interval``
 seconds from what the job appended to its log. It stops by itself when the run has
 completed and nothing records to it any more, or at :meth:`Watch.stop`.
@@ -20,7 +20,7 @@ from typing import Any
 import ipywidgets as W
 
 from ..categories import CATEGORIES, COLORS, MEANINGS
-from ..engine.follow import Follower, Update
+from ..measure.follow import Follower, Update
 from .common import show_panel
 
 _BAR_PX = 260  # a 100% bar
@@ -73,7 +73,7 @@ class Watch:
 
     def update(self) -> Update | None:
         """Read what was appended and redraw; ``None`` while the folder holds no events yet."""
-        from ..engine.recorder import NotARunDirectory
+        from ..measure.recorder import NotARunDirectory
 
         with self._lock:
             try:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ...engine.events import M_MEMORY_TIER
+from ...measure.events import M_MEMORY_TIER
 from ..background import BackgroundCheckpointer
 from ..ram_tier import (
     MEMORY_TIER_ENV,

@@ -178,7 +178,7 @@ def lab() -> dict:
 
 def lab_run(folder: Path) -> tuple[list[dict], dict]:
     """A lab run of ``lab/``: its events (in file order) and its configuration."""
-    from goodputlab.engine.events import parse_event
+    from goodputlab.measure.events import parse_event
 
     lines = gzip.decompress((folder / "events.jsonl.gz").read_bytes()).splitlines()
     return [parse_event(line) for line in lines], json.loads((folder / "config.json").read_text())
@@ -186,21 +186,21 @@ def lab_run(folder: Path) -> tuple[list[dict], dict]:
 
 def lab_entry(events: list[dict], config: dict) -> dict:
     """A lab run's reference, from its events and configuration."""
-    from goodputlab.engine.ledger import per_step, surviving_samples
+    from goodputlab.measure.ledger import per_step, surviving_samples
 
     return entry(events, config, per_step(events), surviving_samples(events))
 
 
 def recorded_entry(result) -> dict:
     """One recorded run's reference: its summary recomputed from its events, per-step rows and samples in short."""
-    from goodputlab.engine.ledger import surviving_samples
+    from goodputlab.measure.ledger import surviving_samples
 
     return entry(result.events, result.summary["config"], result.per_step(), surviving_samples(result.events))
 
 
 def entry(events: list[dict], config: dict, rows: list[dict], samples: list) -> dict:
     """A run's reference: its summary, and its per-step rows and samples in short."""
-    from goodputlab.engine.ledger import summarize
+    from goodputlab.measure.ledger import summarize
 
     return {
         "summary": summarize(events, config),

@@ -1,9 +1,9 @@
 """Reading a recorded run (``gl.Recorder``'s event logs) back: one log, a run folder's logs, its ranks merged.
 
 :class:`Recording` is what ``gl.load_run(DIR)`` and ``goodputlab report DIR`` use for a folder
-that a :class:`~goodputlab.engine.recorder.Recorder` wrote (or a lab run that never wrote its
+that a :class:`~goodputlab.measure.recorder.Recorder` wrote (or a lab run that never wrote its
 summary). Its :meth:`~Recording.summary` reads the log once, in batches, with the ledger's fold
-(:mod:`goodputlab.engine.fold`): memory grows with the attempts and checkpoints, not the steps,
+(:mod:`goodputlab.measure.fold`): memory grows with the attempts and checkpoints, not the steps,
 so a ten-million-step job reports in the same few tens of megabytes as a short one. The events
 themselves (:meth:`~Recording.events`), the per-step rows and the timeline are read only when
 asked for.
@@ -12,7 +12,7 @@ The rules of reading: a last line cut short by a kill is left out with a warning
 that never closed ended at its last event (a failure, unless its log is still locked by a live
 recorder: then it is running and keeps every completed step); a run that stopped keeps the steps
 of its newest checkpoint; the logs of a ``torchrun`` job's ranks are merged
-(:mod:`goodputlab.engine.merge`'s rules, applied as a stream by :mod:`goodputlab.engine.merge_stream`:
+(:mod:`goodputlab.measure.merge`'s rules, applied as a stream by :mod:`goodputlab.measure.merge_stream`:
 memory bounded by attempts and checkpoints, as for one log; a log out of time order is merged in memory). Every file is
 opened with ``safe_io``'s rules: a link, a FIFO or a device where a log, ``recorder.json``,
 ``config.json`` or the lock should be is refused with one line (:class:`EventLogError`). Pure: no torch.
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from . import events as E
-from .fold import Folded, LedgerFold, OutOfOrder, sorted_tuples
+from .fold import Folded, LedgerFold, LogLimitError, OutOfOrder, sorted_tuples
 from .logread import EventLogError, as_dict, event_batches
 from .recorder import EVENTS_FILE, NotARunDirectory
 from .recorder_files import META_FILE, _attempt_lock_path, _lexists
@@ -37,9 +37,21 @@ from .recorder_files import META_FILE, _attempt_lock_path, _lexists
 LAB_CONFIG_MAX_BYTES = 1 << 20
 
 
-def read_log(path: Path | str) -> list[dict]:
-    """The events of one log, in file order (a last line cut short by a kill is left out, with a warning)."""
-    return [as_dict(ev) for batch in event_batches(path) for ev in batch]
+#: A log out of time order is sorted in memory (a recorder's never is): past this many events, it is refused
+#: (:class:`~goodputlab.measure.fold.LogLimitError`) rather than held (docs/BAD_INPUT.md, "report").
+MAX_SORTED_EVENTS = 100_000
+
+
+def read_log(path: Path | str, limit: int | None = None) -> list[dict]:
+    """The events of one log, in file order (a last line cut short by a kill is left out, with a warning).
+    ``limit``: refuse a log of more events (:class:`~goodputlab.measure.fold.LogLimitError`)."""
+    out: list[dict] = []
+    for batch in event_batches(path):
+        out.extend(as_dict(ev) for ev in batch)
+        if limit is not None and len(out) > limit:
+            raise LogLimitError(f"{path}: not in time order and longer than {limit:,} events, which would be sorted "
+                                "in memory: not a log this ledger reads (docs/BAD_INPUT.md, report)")
+    return out
 
 
 def event_files(run_dir: Path | str) -> dict[int | None, Path]:
@@ -118,7 +130,7 @@ class Recording:
 
     # --- the ledger, in one pass -------------------------------------------------------------
     def fold(self, visit=None) -> Folded:
-        """The ledger of the whole recording: see :mod:`goodputlab.engine.fold`."""
+        """The ledger of the whole recording: see :mod:`goodputlab.measure.fold`."""
         if len(self.files) == 1:
             ((key, path),) = self.files.items()
             try:
@@ -126,16 +138,16 @@ class Recording:
             except OutOfOrder:  # not a recorder's log (lines in time order): sorted in memory
                 if visit is not None:
                     visit.reset()
-                tuples = sorted_tuples(read_log(path))
+                tuples = sorted_tuples(read_log(path, MAX_SORTED_EVENTS))
                 return self._fold_stream(lambda: [tuples], self.live[key], visit)
         source = self._merged_stream()
         if source is None:  # a log out of time order: its ranks merged in memory
-            merged = sorted_tuples(self.merged_events())
+            merged = sorted_tuples(self.merged_events(MAX_SORTED_EVENTS))
             source = lambda: [merged]  # noqa: E731
         return self._fold_stream(source, None, visit)
 
     def _merged_stream(self) -> Callable[[], Iterable[list[tuple]]] | None:
-        """The ranks' logs merged as a stream (:mod:`goodputlab.engine.merge_stream`): a first pass over
+        """The ranks' logs merged as a stream (:mod:`goodputlab.measure.merge_stream`): a first pass over
         each log, then batches of the job's events; None when a log is not in time order."""
         from .merge_stream import merged_batches, scan
 
@@ -185,13 +197,16 @@ class Recording:
         return summary_of(done, self.config(done))
 
     # --- what is read only when asked ----------------------------------------------------------
-    def merged_events(self) -> list[dict]:
-        """Every event of the recording, in memory: the one log, or every rank's merged."""
+    def merged_events(self, limit: int | None = None) -> list[dict]:
+        """Every event of the recording, in memory: the one log, or every rank's merged. ``limit``: refuse
+        logs of more events than this, together (:class:`~goodputlab.measure.fold.LogLimitError`)."""
         from .merge import merge_ranks
 
         if self._merged is not None:
             return self._merged
-        logs = {key: read_log(p) for key, p in self.files.items()}
+        logs = {}
+        for key, p in self.files.items():
+            logs[key] = read_log(p, None if limit is None else limit - sum(map(len, logs.values())))
         logs = {key: evs for key, evs in logs.items() if evs}
         if not logs:
             raise NotARunDirectory(f"{self.run_dir}: its event log is empty (nothing recorded yet)")
@@ -215,8 +230,8 @@ class Recording:
         return events
 
     def ledger(self, min_s: float = 0.0):
-        """The :class:`~goodputlab.engine.ledger.Ledger` with its segments; ``min_s``: segments shorter
-        than this are merged by bins of that width (a chart's resolution, :class:`~goodputlab.engine.ledger.TimelineBins`),
+        """The :class:`~goodputlab.measure.ledger.Ledger` with its segments; ``min_s``: segments shorter
+        than this are merged by bins of that width (a chart's resolution, :class:`~goodputlab.measure.ledger.TimelineBins`),
         so a long run's timeline stays small."""
         from .ledger import ledger_of, segment_collector
 
@@ -225,7 +240,7 @@ class Recording:
         return ledger_of(done, seg.segments(done))
 
     def per_step(self) -> list[dict[str, Any]]:
-        """One row per step execution (see :func:`goodputlab.engine.ledger.per_step`)."""
+        """One row per step execution (see :func:`goodputlab.measure.ledger.per_step`)."""
         from .ledger import step_rows
 
         rows = step_rows()

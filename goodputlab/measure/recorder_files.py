@@ -12,12 +12,13 @@ import errno
 import json
 import math
 import os
+import re
 import stat
 import time
 import warnings
 from pathlib import Path
 
-from .logread import EventLogWarning, parse_event
+from .logread import MAX_LINE_BYTES, EventLogWarning, parse_event
 
 META_FILE = "recorder.json"  # {"format", "t0_unix"}: written once, by the first attempt
 FORMAT = 1
@@ -99,32 +100,79 @@ def _parse(raw: bytes) -> dict | None:
         return None
 
 
+#: The recorder reads at most this much of a log's end to find its last whole event (a line is at most
+#: ``logread.MAX_LINE_BYTES``); a log whose end holds no newline in it is refused, never read whole.
+TAIL_LIMIT = MAX_LINE_BYTES + _TAIL_BYTES
+_INIT_PREFIX = re.compile(rb'\{"t":-?[0-9.]+,"attempt":0,"step":null,"kind":"init"')  # a recorder's first line
+
+
+def check_own_log(fd: int, path: Path) -> None:
+    """Raise :class:`RecorderError` unless the log open at ``fd`` is empty or was begun by a recorder: its
+    first line is an attempt's ``init`` with the ``recorder`` field (a first line cut short by a kill may
+    be only the beginning of one). Another tool's ``events.jsonl`` is never appended to or cut back."""
+    head = os.pread(fd, MAX_LINE_BYTES + 1, 0)
+    if not head:
+        return
+    nl = head.find(b"\n")
+    if nl < 0:
+        if _INIT_PREFIX.match(head):  # a first line cut short by a kill: the recorder's own
+            return
+        why = "its first line is not a gl.Recorder's start" if len(head) <= MAX_LINE_BYTES else "its first line is longer than an event"
+    else:
+        first = _parse(head[:nl])
+        if first is not None and first["kind"] == "init" and first["attempt"] == 0 and "recorder" in first:
+            return
+        why = "its first line is not a gl.Recorder's start"
+    raise RecorderError(f"{path} was not written by gl.Recorder ({why}); a recorder appends only to its own log: "
+                        "record into another folder")
+
+
+def check_own_log_before_start(path: Path) -> None:
+    """:func:`check_own_log` of the log at ``path`` if there is one, before the recorder writes anything
+    beside it (``recorder.json``, its lock): another tool's folder is left as it was. A link or an odd file
+    there is left for the opening to refuse."""
+    from ..safe_io import UnsafeFileError, open_regular
+
+    try:
+        fd, _ = open_regular(path, 1 << 62)
+    except (FileNotFoundError, UnsafeFileError):
+        return
+    try:
+        check_own_log(fd, path)
+    finally:
+        os.close(fd)
+
+
 def _repair_tail(fd: int, path: Path) -> dict | None:
-    """The log's last whole event; bytes after it (a write cut short) are cut off, with a warning."""
+    """The log's last whole event; the bytes after its last newline (a write cut short by a kill) are cut
+    off, with a warning. Reads at most :data:`TAIL_LIMIT` bytes of its end; a log whose end holds no newline
+    there, or whose last whole line is not an event, is refused (:class:`RecorderError`), never cut back."""
+    check_own_log(fd, path)
     size = os.fstat(fd).st_size
+    if size == 0:
+        return None
     chunk = min(size, _TAIL_BYTES)
     while True:
         base = size - chunk
         data = os.pread(fd, chunk, base)
-        cut, last = len(data), None
-        while True:
-            nl = data.rfind(b"\n", 0, cut)
-            if nl < 0:
-                break
-            if nl + 1 < cut:  # bytes after the last newline: not a whole line
-                cut = nl + 1
-                continue
-            start = data.rfind(b"\n", 0, nl) + 1
-            if start == 0 and base > 0:
-                break  # the line may begin before this chunk
-            last = _parse(data[start:nl])
-            if last is not None:
-                break
-            cut = start
-        if last is not None or base == 0:
+        nl = data.rfind(b"\n")
+        start = data.rfind(b"\n", 0, nl) + 1 if nl >= 0 else 0
+        if (nl >= 0 and (start > 0 or base == 0)) or chunk >= min(size, TAIL_LIMIT):
             break
-        chunk = min(size, chunk * 4)
-    keep = base + cut if last is not None else 0
+        chunk = min(size, TAIL_LIMIT, chunk * 4)
+    if nl < 0:
+        if base > 0:
+            raise RecorderError(f"{path}: its last {chunk:,} bytes hold no whole line; a recorder reads no further "
+                                "(move it away to record here)")
+        keep, last = 0, None  # a first line cut short by a kill (check_own_log saw its beginning)
+    elif start == 0 and base > 0:
+        raise RecorderError(f"{path}: its last line is longer than an event; move it away to record here")
+    else:
+        last = _parse(data[start:nl])
+        if last is None:
+            raise RecorderError(f"{path}: its last whole line is not an event; a recorder never cuts a log back "
+                                "past one (move it away to record here)")
+        keep = base + nl + 1
     if keep < size:
         warnings.warn(
             f"{path}: dropped {size - keep} bytes after the last whole event (a write cut short by a kill)",

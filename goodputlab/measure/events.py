@@ -8,7 +8,7 @@ under an advisory ``flock`` shared by every writer, so a full disk never leaves
 half a line in the middle of the log; the supervisor also drops a line that a
 killed writer left unfinished at the end before it appends its own.
 
-:func:`read_events` is strict (:mod:`goodputlab.engine.logread`, which reads logs):
+:func:`read_events` is strict (:mod:`goodputlab.measure.logread`, which reads logs):
 every line must be a JSON object with the fields and types the ledger relies on, or
 it raises :class:`EventLogError` naming the file and the line. Only a last line cut
 short (no newline at the end: a process killed mid-write) is skipped, with an
@@ -20,7 +20,7 @@ all processes on one machine share.
 Most kinds are *phases*: from the event's time until the next phase event the
 process is doing that (waiting for data, computing step 7, saving...). The rest
 are *markers* (a checkpoint committed, the run finished) that carry facts and
-change no phase. The ledger (``goodputlab.engine.ledger``) turns phases into seconds.
+change no phase. The ledger (``goodputlab.measure.ledger``) turns phases into seconds.
 """
 
 from __future__ import annotations
@@ -60,6 +60,9 @@ W_EXIT = "exit"  # finished: releasing resources before the process exits
 # Phase written by goodputlab.recorder (a user's own loop): the loop's code outside the
 # recorded blocks (logging, evaluation). Booked ``other``.
 R_LOOP = "loop"
+# Custom badput (``rec.custom("eval")``): time the user names (evaluation, compilation); carries {"name"}.
+# Booked ``other``, and shown by name in the summary's ``custom`` (a part of ``other``).
+R_CUSTOM = "custom"
 
 # Phases and markers of recovery (failure modes, the hot spare, --resume); what each is and
 # where the ledger books it: goodputlab.recovery.booking.
@@ -95,6 +98,7 @@ PHASES = frozenset(
         W_SYNC_WAIT,
         W_EXIT,
         R_LOOP,
+        R_CUSTOM,
         SUP_HANG,
         SUP_HANDOVER,
         SUP_RESUME,
@@ -264,7 +268,7 @@ def read_events(path: Path | str) -> list[dict]:
     of the wrong type). A last line without its newline (a process killed in the
     middle of writing it) is skipped with an :class:`EventLogWarning`.
     The file must be a regular file (a link is refused). Reads every event into memory:
-    the ledger of a long log reads it in batches instead (:mod:`goodputlab.engine.recording`).
+    the ledger of a long log reads it in batches instead (:mod:`goodputlab.measure.recording`).
     """
     events = [as_dict(ev) for batch in event_batches(path) for ev in batch]
     events.sort(key=lambda e: e["t"])

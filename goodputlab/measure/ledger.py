@@ -1,6 +1,6 @@
 """The time ledger: every second of a run's wall time booked to exactly one category.
 
-The event log (``goodputlab.engine.events``) is a sequence of phase changes. Between two
+The event log (``goodputlab.measure.events``) is a sequence of phase changes. Between two
 consecutive phase events the run was in the earlier one's phase, so the phases
 partition the wall clock by construction: the buckets always sum to the wall time.
 What needs judgement is which category a phase belongs to:
@@ -8,7 +8,7 @@ What needs judgement is which category a phase belongs to:
 * a step's compute is ``productive`` when that execution survives into the
   final model, and ``lost_work`` when a later attempt executes the same step
   again (it was rolled back by a failure) or the run stopped before saving it
-  (the rule: :mod:`goodputlab.engine.steps`);
+  (the rule: :mod:`goodputlab.measure.steps`);
 * start-up phases (process launch, imports, first batch) are ``startup`` in the
   first attempt and ``restart`` in every later one, together with the time
   between the kill and the next launch;
@@ -329,6 +329,8 @@ def summary_of(done: Folded, config: dict[str, Any]) -> dict[str, Any]:
         ),
         "recovery": done.recovery,
         "config": config,
+        # custom badput (rec.custom("eval")): seconds by name, a part of ``other``
+        **({"custom": dict(done.custom)} if done.custom else {}),
     }
 
 
@@ -339,6 +341,7 @@ class _StepRows:
         self.rows: dict[tuple[int, int], dict[str, Any]] = {}
         self.losses: dict[tuple[int, int], Any] = {}
         self.samples: dict[tuple[int, int], Any] = {}
+        self.ends: dict[tuple[int, int], float] = {}  # each execution's step_end: seconds on the log's clock
 
     def reset(self) -> None:
         self.__init__()
@@ -349,6 +352,7 @@ class _StepRows:
         t, attempt, step, kind, fields = ev
         if kind == E.W_STEP_END:
             self.losses[(attempt, step)] = fields.get("loss")
+            self.ends[(attempt, step)] = t
             if "samples" in fields:
                 self.samples[(attempt, step)] = fields["samples"]
             return
@@ -363,7 +367,8 @@ class _StepRows:
     def table(self, done: Folded) -> list[dict[str, Any]]:
         survives = done.survival.survives
         return [
-            {"attempt": a, "step": s, **r, "loss": self.losses.get((a, s)), "survived": survives(a, s)}
+            {"attempt": a, "step": s, **r, "loss": self.losses.get((a, s)), "survived": survives(a, s),
+             "t_end_s": self.ends.get((a, s))}
             for (a, s), r in sorted(self.rows.items())
         ]
 
@@ -372,7 +377,7 @@ def per_step(events: Iterable[dict] | Callable[[], Iterable[list[tuple]]]) -> li
     """One row per step execution: attempt, step, data wait, compute and sync wait seconds, loss, survived.
 
     ``events``: a list of events, or a function giving a fresh stream of event batches each time it is
-    called (a recording read from its files, see :mod:`goodputlab.engine.recording`)."""
+    called (a recording read from its files, see :mod:`goodputlab.measure.recording`)."""
     source = events if callable(events) else (lambda tuples=sorted_tuples(events): [tuples])
     rows = _StepRows()
     return rows.table(fold(source, visit=rows))

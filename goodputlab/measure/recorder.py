@@ -15,7 +15,7 @@
                 save_my_checkpoint(step)
     rec.close()
 
-The recorder writes the events the lab's worker writes (``goodputlab.engine.events``),
+The recorder writes the events the lab's worker writes (``goodputlab.measure.events``),
 so the same ledger books every second of the job, and ``goodputlab report DIR``
 and ``gl.load_run(DIR)`` give the same table and charts as a lab run. Pure: no
 torch, so it works in any loop.
@@ -34,12 +34,12 @@ The rules (in full: docs/ARCHITECTURE.md, "Recording your own job"; docs/RECORDE
 * **Blocks.** The first batch of an attempt is start-up; a gap of more than
   :data:`SPLIT_GAP_S` after a ``data_wait`` or save block is ``other`` (the loop's code).
 * **Ranks.** Under ``torchrun`` rank ``R`` records to ``events-rank{R}.jsonl``; the reader
-  merges them (``goodputlab.engine.merge``). Create the ``Recorder`` before
+  merges them (``goodputlab.measure.merge``). Create the ``Recorder`` before
   ``init_process_group``.
 * **Completion.** ``close()`` completes the run when ``total_steps`` were reached, when
   ``completed=True``, or (without ``total_steps``) on any clean close.
 * **Durability.** Each event is one ``O_APPEND`` write of a whole line, or (a step's events,
-  by default) of a whole 40-byte record in ``events.steps.bin`` (``engine/step_records.py``);
+  by default) of a whole 40-byte record in ``events.steps.bin`` (``measure/step_records.py``);
   what was written before a SIGKILL survives it. Both are fsynced at every committed checkpoint and
   at ``close()``. One live Recorder per log (an ``flock`` on ``.events.jsonl.lock``), so its lines
   need no lock of their own; a write the disk cuts short is taken back before ``ENOSPC`` is raised,
@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import math
 import operator
 import os
 import socket
@@ -61,12 +60,23 @@ import struct
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from . import events as E
 from . import step_records as SR
 from .events import event_line
 from .logread import EventLogError, EventLogWarning  # noqa: F401 (re-exported: what a reader of a recording raises)
+from .recorder_blocks import (
+    _Block,
+    _CustomBlock,
+    _DataWaitBlock,
+    _RestoreBlock,
+    _SaveBlock,
+    _StepBlock,
+    cuda_synchronize,
+    custom_name,
+    step_number,
+)
 from .recorder_files import (
     FORMAT,
     META_FILE,
@@ -75,6 +85,7 @@ from .recorder_files import (
     _lexists,
     _load_or_create_t0,
     _repair_tail,
+    check_own_log_before_start,
     count_lines,
     open_regular_rw,
     open_step_records,
@@ -102,104 +113,6 @@ def events_path(run_dir: Path | str, rank: int | None) -> Path:
     return Path(run_dir) / name
 
 
-class _Block:
-    """A reusable context manager, one per kind of block, so a step allocates nothing."""
-
-    __slots__ = ("rec", "step", "loss")
-
-    def __init__(self, rec: Recorder):
-        self.rec = rec
-        self.step = None
-        self.loss = None
-
-
-class _RestoreBlock(_Block):
-    __slots__ = ()
-
-    def __enter__(self):
-        self.rec._phase(E.W_RESTORE)
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        self.rec._phase(E.W_WARMUP)  # until the first step: start-up (or restart)
-        return False
-
-
-class _DataWaitBlock(_Block):
-    __slots__ = ()
-
-    def __enter__(self):
-        rec = self.rec
-        last = rec._last_step
-        if last is None:  # the first batch of this attempt: start-up, as in the lab's worker
-            rec._phase(E.W_WARMUP)
-        else:
-            step = last + 1 if self.step is None else _step(self.step)
-            rec._line(SR.DATA_WAIT, step)
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        rec = self.rec
-        if rec._last_step is not None and rec._fd >= 0:
-            rec._pending = time.monotonic() - rec._t0
-        return False
-
-
-class _StepBlock(_Block):
-    __slots__ = ()
-
-    def __enter__(self):
-        rec = self.rec
-        step = self.step = _step(self.step)
-        last = rec._last_step
-        if last is not None and step <= last:
-            rec._warn_order(step, last)
-        rec._last_step = step
-        rec._line(SR.COMPUTE, step)
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        rec = self.rec
-        if rec._fd < 0:
-            return False
-        if exc_type is None:
-            loss = self.loss
-            if loss is None:
-                rec._line(SR.STEP_END, self.step)
-            else:
-                loss = rec._last_loss = float(loss)
-                self.loss = None
-                if math.isfinite(loss):
-                    rec._line(SR.STEP_END, self.step, loss)
-                else:  # NaN and infinities as json writes them
-                    rec._emit(E.W_STEP_END, self.step, loss=loss)
-            rec._done = self.step
-        else:
-            rec._emit(E.R_LOOP, self.step)  # the step raised: it did not complete
-            self.loss = None
-        return False
-
-
-class _SaveBlock(_Block):
-    __slots__ = ()
-
-    def __enter__(self):
-        rec = self.rec
-        rec._phase(E.W_CKPT_SAVE, rec._done if self.step is None else _step(self.step))
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        self.rec._saved(self.step, exc_type is None)
-        return False
-
-
-def _step(step: Any) -> int:
-    step = operator.index(step)
-    if step < 0:
-        raise ValueError(f"step={step} is invalid: a global step number >= 0")
-    return step
-
-
 class Recorder:
     """Records a training loop's phases to ``run_dir``'s event log (see the module's rules).
 
@@ -212,20 +125,26 @@ class Recorder:
     * ``rank``: the process's rank (default: ``RANK`` under ``torchrun``, else one process).
     * ``step_records``: write each step's events as 40-byte binary records in ``events.steps.bin``
       beside the JSON lines (default True: a report reads them several times faster;
-      :mod:`goodputlab.engine.step_records`). False: every event is a JSON line, as before.
+      :mod:`goodputlab.measure.step_records`). False: every event is a JSON line, as before.
 
-    Blocks (each a ``with``): :meth:`checkpoint_restore`, :meth:`data_wait`, :meth:`step`,
-    :meth:`checkpoint_save`; then :meth:`close` (or leave a ``with Recorder(...)`` block).
+    * ``cuda_sync``: call ``torch.cuda.synchronize()`` before each step's end is written, so a CUDA
+      step's asynchronous work is booked to that step rather than to the block that next waits for the
+      GPU (docs/RECORDER.md, "On a GPU": when it is right and what it costs).
 
-    Raises :class:`RecorderError` when another live process records to the same log, the
+    Blocks (each a ``with``): :meth:`checkpoint_restore`, :meth:`data_wait` (or :meth:`data` around an
+    iterable), :meth:`step`, :meth:`checkpoint_save`, :meth:`custom` (custom badput); then :meth:`close`
+    (or leave a ``with Recorder(...)`` block). A framework's callbacks call :meth:`begin` and :meth:`end`,
+    or :meth:`mark` with the times a hook reports after the fact.
+
+    Raises :class:`RecorderError` when another live Recorder records to the same log, the
     folder holds a lab run, or a file the recorder would write is a link or not a regular file.
     """
 
     def __init__(self, run_dir: str | Path, *, total_steps: int | None = None, rank: int | None = None,
-                 step_records: bool = True):
+                 step_records: bool = True, cuda_sync: bool = False):
         """Start an attempt: ``run_dir`` (folder), ``total_steps`` (steps of the whole job, optional),
         ``rank`` (default from ``torchrun``'s ``RANK``), ``step_records`` (binary step records beside the
-        JSON lines). See the class's docstring."""
+        JSON lines), ``cuda_sync`` (wait for the GPU at each step's end). See the class's docstring."""
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if _lexists(self.run_dir / "summary.json") and not _lexists(self.run_dir / META_FILE):
@@ -233,24 +152,63 @@ class Recorder:
         self.rank = env_rank() if rank is None else int(rank)
         self.total_steps = None if total_steps is None else operator.index(total_steps)
         self.path = events_path(self.run_dir, self.rank)
-        self._fd = self._rec_fd = -1
+        self._fd = self._rec_fd = self._lock_fd = -1
+        check_own_log_before_start(self.path)
         t0_unix = _load_or_create_t0(self.run_dir)
+        fd, prev, rec_fd = self._open(step_records)
+        self.attempt = 0 if prev is None else prev["attempt"] + 1
 
-        # Hold an exclusive lock while this attempt lives (the kernel drops it when the process
-        # dies, even by SIGKILL): two live recorders would interleave their attempts. It is on a
-        # file of its own, so the log's own flock stays free for any other writer's use.
+        # Seconds since t0 on the wall clock at this attempt's start, then on the monotonic clock.
+        base = time.time() - t0_unix
+        if prev is not None:
+            base = max(base, prev["t"])
+        self._t0 = time.monotonic() - base
+        self._at: float | None = None  # a time given by mark(), used instead of the clock's
+        self._last_t = base  # the latest time written
+        self._fd = fd
+        self._formats(self.attempt)
+        if rec_fd >= 0 and self.attempt <= SR.MAX_ATTEMPT:
+            self._rec_fd = rec_fd
+            self._line = self._record_line
+        elif rec_fd >= 0:
+            os.close(rec_fd)
+        if prev is not None and prev["kind"] not in (E.SUP_FAILURE, E.SUP_RESTART_DELAY):
+            self._close_previous(prev)
+        self._emit(E.W_INIT, t0_unix=t0_unix, rank=self.rank, total_steps=self.total_steps, pid=os.getpid(),
+                   host=socket.gethostname(), recorder=FORMAT, **({"step_records": SR.VERSION} if self._rec_fd >= 0 else {}))
+        self._last_step: int | None = None  # the last step started in this attempt
+        self._in_step: int | None = None  # the step whose block is open now
+        self._done: int | None = None  # the last step completed in this attempt
+        self._last_loss: float | None = None
+        self._pending: float | None = None  # end of a data_wait/save block not yet followed by a phase
+        self._warned_order = False
+        self._restore = _RestoreBlock(self)
+        self._data = _DataWaitBlock(self)
+        self._step = _StepBlock(self)
+        self._save = _SaveBlock(self)
+        self._custom = _CustomBlock(self)
+        self._sync = cuda_synchronize if cuda_sync else None  # called before a step's end is written
+
+    def _open(self, step_records: bool) -> tuple[int, dict | None, int]:
+        """Take the lock, open the log (its tail repaired) and the step records: ``(fd, the previous attempt's
+        last event or None, records fd or -1)``. Holds an exclusive lock while this attempt lives (the kernel
+        drops it when the process dies, even by SIGKILL): two live recorders would interleave their attempts.
+        It is on a file of its own, so the log's own flock stays free for any other writer's use."""
         self._lock_fd = open_regular_rw(_attempt_lock_path(self.path), "the recorder's lock")
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(self._lock_fd)
+            self._lock_fd = -1
             raise RecorderError(
-                f"{self.path} is being recorded by another live process; one Recorder per folder and rank"
+                f"{self.path} is being recorded by a live Recorder (another process's, or one of this process that "
+                "was not closed: call its close()); one Recorder per folder and rank"
             ) from None
         try:
             fd = open_regular_rw(self.path, "the event log")
         except BaseException:
             os.close(self._lock_fd)
+            self._lock_fd = -1
             raise
         try:
             prev = _repair_tail(fd, self.path)
@@ -260,52 +218,20 @@ class Recorder:
         except BaseException:
             os.close(fd)
             os.close(self._lock_fd)
+            self._lock_fd = -1
             raise
-        self.attempt = 0 if prev is None else prev["attempt"] + 1
+        return fd, prev, rec_fd
 
-        # Seconds since t0 on the wall clock at this attempt's start, then on the monotonic clock.
-        base = time.time() - t0_unix
-        if prev is not None:
-            base = max(base, prev["t"])
-        self._t0 = time.monotonic() - base
-        self._fd = fd
-        self._formats(self.attempt)
-        if rec_fd >= 0 and self.attempt <= SR.MAX_ATTEMPT:
-            self._rec_fd = rec_fd
-            self._line = self._record_line
-        elif rec_fd >= 0:
-            os.close(rec_fd)
-        if prev is not None and prev["kind"] not in (E.SUP_FAILURE, E.SUP_RESTART_DELAY):
-            if prev["kind"] == E.SUP_END and prev.get("completed"):
-                warnings.warn(
-                    f"{self.run_dir} holds a completed run; recording attempt {self.attempt} after it",
-                    stacklevel=2,
-                )
-            # the time between the attempts belongs to the previous attempt's end, as the supervisor writes it
-            if prev["kind"] == E.SUP_END and prev.get("clean"):
-                self._write(event_line(prev["t"], prev["attempt"], None, E.SUP_RESTART_DELAY, {}))
-            else:
-                cause = prev.get("reason") if prev["kind"] == E.SUP_END else "the attempt did not close (killed)"
-                self._write(event_line(prev["t"], prev["attempt"], None, E.SUP_FAILURE, {"cause": cause}))
-        self._emit(
-            E.W_INIT,
-            t0_unix=t0_unix,
-            rank=self.rank,
-            total_steps=self.total_steps,
-            pid=os.getpid(),
-            host=socket.gethostname(),
-            recorder=FORMAT,
-            **({"step_records": SR.VERSION} if self._rec_fd >= 0 else {}),
-        )
-        self._last_step: int | None = None  # the last step started in this attempt
-        self._done: int | None = None  # the last step completed in this attempt
-        self._last_loss: float | None = None
-        self._pending: float | None = None  # end of a data_wait/save block not yet followed by a phase
-        self._warned_order = False
-        self._restore = _RestoreBlock(self)
-        self._data = _DataWaitBlock(self)
-        self._step = _StepBlock(self)
-        self._save = _SaveBlock(self)
+    def _close_previous(self, prev: dict) -> None:
+        """What the supervisor would have written for the previous attempt, at its last event: ``restart_delay``
+        after a clean close, else ``failure`` (so the gap between the attempts is ``restart``)."""
+        if prev["kind"] == E.SUP_END and prev.get("completed"):
+            warnings.warn(f"{self.run_dir} holds a completed run; recording attempt {self.attempt} after it", stacklevel=3)
+        if prev["kind"] == E.SUP_END and prev.get("clean"):
+            self._write(event_line(prev["t"], prev["attempt"], None, E.SUP_RESTART_DELAY, {}))
+        else:
+            cause = prev.get("reason") if prev["kind"] == E.SUP_END else "the attempt did not close (killed)"
+            self._write(event_line(prev["t"], prev["attempt"], None, E.SUP_FAILURE, {"cause": cause}))
 
     def _formats(self, attempt: int) -> None:
         """The lines of a step, preformatted: bytes ``%`` fills in the time, the step and the loss. A time
@@ -350,6 +276,68 @@ class Recorder:
         self._save.step = step
         return self._save
 
+    def custom(self, name: str) -> _Block:
+        """``with rec.custom("eval"): evaluate()``: custom badput, time the job spends on something you name
+        (evaluation, compilation). Booked ``other``; the report shows it by name (``summary["custom"]``). Inside
+        a step it is that step's, and the step's compute resumes after it."""
+        self._custom.name = custom_name(name)
+        return self._custom
+
+    def data(self, batches: Iterable[Any]) -> Iterator[Any]:
+        """``for batch in rec.data(loader): ...``: each ``next`` on ``batches`` booked as a data wait (inside a
+        step, that step's: gradient accumulation's micro-batches)."""
+        it = iter(batches)
+        while True:
+            with self.data_wait():
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    return
+            yield batch
+
+    # --- explicit calls, for a framework's callbacks ------------------------------------------
+    def begin(self, kind: str, step: int | None = None, *, name: str | None = None) -> None:
+        """Begin a block without ``with``: ``kind`` is ``"data_wait"``, ``"step"`` (``step`` required),
+        ``"checkpoint_save"``, ``"checkpoint_restore"`` or ``"custom"`` (``name`` required). :meth:`end` ends it."""
+        block = self._block(kind)
+        if kind == "custom":
+            block.name = custom_name(name)
+        elif kind != "checkpoint_restore":
+            block.step = step
+        block.__enter__()
+
+    def end(self, kind: str, *, loss: float | None = None, failed: bool = False) -> None:
+        """End the block :meth:`begin` began. ``loss``: a step's loss; ``failed``: the block did not complete
+        (a step that raised: no ``step_end``; a save that failed: no checkpoint)."""
+        block = self._block(kind)
+        if loss is not None:
+            block.loss = loss
+        block.__exit__(RuntimeError if failed else None, None, None)
+
+    def mark(self, kind: str, start: float, end: float, step: int | None = None, *, name: str | None = None,
+             loss: float | None = None) -> None:
+        """A block that already happened, from ``start`` to ``end`` (``time.monotonic()`` readings, seconds): for
+        a hook that fires after the work (Hugging Face's ``on_save``). ``start`` must not precede what was
+        recorded last, nor ``end`` the present. Arguments as :meth:`begin` and :meth:`end`."""
+        t_start, t_end, now = start - self._t0, end - self._t0, time.monotonic() - self._t0
+        if not self._last_t <= t_start <= t_end <= now:
+            raise ValueError(f"mark({kind!r}) from {start} to {end} is invalid: monotonic times in order, after the "
+                             "last block recorded and not in the future")
+        try:
+            self._at = t_start
+            self.begin(kind, step, name=name)
+            self._at = t_end
+            self.end(kind, loss=loss)
+        finally:
+            self._at = None
+
+    def _block(self, kind: str) -> _Block:
+        block = {"data_wait": self._data, "step": self._step, "checkpoint_save": self._save,
+                 "checkpoint_restore": self._restore, "custom": self._custom}.get(kind)  # fmt: skip
+        if block is None:
+            raise ValueError(f"kind {kind!r} is invalid: data_wait, step, checkpoint_save, checkpoint_restore or custom")
+        return block
+
     # --- writing --------------------------------------------------------------------------
     def _line(self, kind: int, step: int, loss: float | None = None) -> None:
         """Write one of the step's events (``step_records``' kind code) as its preformatted line, at the
@@ -385,14 +373,20 @@ class Recorder:
             os.ftruncate(self._rec_fd, os.fstat(self._rec_fd).st_size - n)
             raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)}: a step record took {n} of {SR.RECORD_BYTES} bytes")
 
-    def _phase(self, kind: str, step: int | None = None) -> None:
-        self._write(event_line(self._begin(), self.attempt, step, kind, {}))
+    def _phase(self, kind: str, step: int | None = None, **fields: Any) -> None:
+        self._write(event_line(self._begin(), self.attempt, step, kind, fields))
+
+    def _now(self) -> float:
+        """Seconds on the log's clock now (or the time :meth:`mark` gives)."""
+        t = self._at if self._at is not None else time.monotonic() - self._t0
+        self._last_t = t
+        return t
 
     def _begin(self) -> float:
         """The time a block begins; first the ``loop`` phase of a gap after a data_wait or save block."""
         if self._fd < 0:
             raise RecorderError("this Recorder is closed; a new attempt needs a new Recorder")
-        t = time.monotonic() - self._t0
+        t = self._now()
         p = self._pending
         if p is not None:
             self._pending = None
@@ -402,7 +396,7 @@ class Recorder:
 
     def _emit(self, kind: str, step: int | None = None, t: float | None = None, **fields: Any) -> None:
         if t is None:
-            t = time.monotonic() - self._t0
+            t = self._now()
         self._write(event_line(t, self.attempt, step, kind, fields))
 
     def _write(self, line: bytes) -> None:
@@ -431,10 +425,10 @@ class Recorder:
             if self._done is not None:
                 resume = self._done + 1
             else:
-                resume = 0 if step is None else _step(step) + 1
+                resume = 0 if step is None else step_number(step) + 1
             self._emit(E.M_CKPT_COMMIT, step, ckpt_step=resume, tier="user")
             self._fsync()  # the log up to a checkpoint survives a machine crash
-        self._pending = time.monotonic() - self._t0
+        self._pending = self._now()
 
     # --- the end ---------------------------------------------------------------------------
     def close(self, completed: bool | None = None) -> None:
@@ -445,7 +439,7 @@ class Recorder:
     def _close(self, completed: bool | None, clean: bool, reason: str | None) -> None:
         if self._fd < 0:
             return
-        t = time.monotonic() - self._t0
+        t = self._now()
         p, self._pending = self._pending, None
         if p is not None and t - p > SPLIT_GAP_S:
             self._loop(p)
@@ -466,6 +460,19 @@ class Recorder:
                 os.close(self._rec_fd)
                 self._rec_fd = -1
             os.close(self._lock_fd)  # releases the lock
+            self._lock_fd = -1
+
+    def __del__(self) -> None:
+        # A Recorder dropped without close() (del in a notebook, then gc): its files close and its lock is
+        # released, so a new Recorder can record here; the attempt reads as killed, as it would after a crash.
+        for name in ("_fd", "_rec_fd", "_lock_fd"):
+            fd = getattr(self, name, -1)
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+                setattr(self, name, -1)
 
     def _fsync(self) -> None:
         if self._rec_fd >= 0:

@@ -32,6 +32,8 @@ def breakdown_table(summary: dict[str, Any], legend: bool = True) -> str:
         f"goodput {summary['goodput']:.1%}   wall {wall:.2f} s   failures {summary['failures']}   "
         f"checkpoints {summary['checkpoints']}   steps {summary['steps_completed']}/{summary['config']['steps']}"
         f" (executed {summary['steps_executed']})",
+        *([f"the part from {summary['interval']['since_s']:.2f} s to {summary['interval']['until_s']:.2f} s of the run"]
+          if summary.get("interval") else []),
         "",
         f"{'category':<20}{'seconds':>10}{'share':>9}",
     ]
@@ -40,6 +42,8 @@ def breakdown_table(summary: dict[str, Any], legend: bool = True) -> str:
         sec = summary["buckets"].get(cat, 0.0)
         share = sec / wall if wall > 0 else 0.0
         lines.append(f"{cat:<20}{sec:>10.3f}{share:>9.1%}  {'#' * round(share * _BAR)}")
+        if cat == "other":
+            lines += custom_lines(summary)
     total = sum(summary["buckets"].values())
     lines.append(f"{'total':<20}{total:>10.3f}{(total / wall if wall else 0):>9.1%}")
     if legend:
@@ -62,6 +66,13 @@ def breakdown_table(summary: dict[str, Any], legend: bool = True) -> str:
     if not summary.get("completed", True):
         lines.append(f"NOT COMPLETED: {summary.get('stop_reason')}")
     return "\n".join(lines)
+
+
+def custom_lines(summary: dict[str, Any]) -> list[str]:
+    """Custom badput (``rec.custom("eval")``), one row per name under ``other``, of which it is a part."""
+    wall = summary["wall_s"]
+    return [f"  {'of which ' + name:<18}{sec:>10.3f}{(sec / wall if wall > 0 else 0.0):>9.1%}"
+            for name, sec in sorted((summary.get("custom") or {}).items(), key=lambda kv: -kv[1])]
 
 
 def recovery_lines(summary: dict[str, Any]) -> list[str]:

@@ -1,6 +1,6 @@
 """One job, many ranks, merged as a stream: memory bounded by attempts and checkpoints, not steps.
 
-The rules are :mod:`goodputlab.engine.merge`'s (the job is as far as its slowest rank); this
+The rules are :mod:`goodputlab.measure.merge`'s (the job is as far as its slowest rank); this
 module applies them in two passes over the ranks' logs instead of holding every rank's events:
 
 1. :func:`scan` reads each rank's log once and keeps what the merge needs from the whole log:
@@ -9,7 +9,7 @@ module applies them in two passes over the ranks' logs instead of holding every 
    time order (a recorder's is; :func:`merged_batches` refuses one that is not, and the caller
    merges it in memory).
 2. :func:`merged_batches` k-way merges the logs by time (``heapq.merge``) and emits the job's
-   events as the fold's tuples, in the order :func:`~goodputlab.engine.merge.merge_ranks` sorts
+   events as the fold's tuples, in the order :func:`~goodputlab.measure.merge.merge_ranks` sorts
    them. Three things need a look ahead, each held in a small buffer released by time: a
    ``step_end`` waits for every rank's loss of that step (or the end of its attempt), a compute
    phase waits for the next phase (the wait for the slowest rank is cut out of it then), and a
@@ -55,7 +55,7 @@ class RankScan:
 
 
 def scan(batches: Iterable) -> RankScan:
-    """One pass over a rank's log (batches of the fold's tuples or :class:`~goodputlab.engine.logread.StepRun`)."""
+    """One pass over a rank's log (batches of the fold's tuples or :class:`~goodputlab.measure.logread.StepRun`)."""
     from .logread import StepRun, as_dict
 
     s = RankScan()

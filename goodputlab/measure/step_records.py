@@ -19,7 +19,7 @@ Each record is one ``write`` of 40 bytes on an ``O_APPEND`` descriptor, so a SIG
 record written before it whole. It can cut the one being written where that record crosses a page
 (the kernel checks for a fatal signal between the pages of a write; ``benchmarks/sigkill_tear.py``).
 A file whose size after the header is not a multiple of 40 ends with a torn record, which the reader
-drops with a warning and the next attempt truncates. The reader (:mod:`goodputlab.engine.logread`)
+drops with a warning and the next attempt truncates. The reader (:mod:`goodputlab.measure.logread`)
 merges the records with the JSON lines by ``lines``, so the events reach the ledger in the order
 they were written: the same ledger as the same events written as JSON lines
 (``tests/test_step_records.py``).
@@ -40,12 +40,13 @@ RECORD = struct.Struct("<dqdQIHH")  # t, step, loss, lines, attempt, kind, flags
 RECORD_BYTES = RECORD.size  # 40
 HEADER = MAGIC + struct.pack("<II", VERSION, RECORD_BYTES) + bytes(RECORD_BYTES - len(MAGIC) - 8)
 HAS_LOSS = 1
-# kind codes, and the names of engine/events.py (data_wait, compute, step_end, loop)
+# kind codes, and the names of measure/events.py (data_wait, compute, step_end, loop)
 DATA_WAIT, COMPUTE, STEP_END, LOOP = 1, 2, 3, 4
 KIND_NAMES = {DATA_WAIT: "data_wait", COMPUTE: "compute", STEP_END: "step_end", LOOP: "loop"}
 MAX_ATTEMPT = (1 << 32) - 1  # an attempt or a line count past what a record holds is written as a JSON line
 MAX_LINES = (1 << 63) - 1
 CHUNK_RECORDS = 1 << 15  # records read at a time (1.3 MB)
+MAX_T = 1e16  # a time's bound, as a JSON line's (logread.MAX_T)
 
 
 class StepRecordError(ValueError):
@@ -119,7 +120,8 @@ def check(arr, first: int, last_lines: int) -> None:
     import numpy as np
 
     kind, step, lines = arr["kind"], arr["step"], arr["lines"]
-    bad = ~np.isfinite(arr["t"]) | (kind < DATA_WAIT) | (kind > LOOP) | (arr["flags"] > HAS_LOSS) \
+    bad = ~(np.abs(arr["t"]) < MAX_T) | ((arr["flags"] & HAS_LOSS) & ~np.isfinite(arr["loss"])).astype(bool) \
+        | (kind < DATA_WAIT) | (kind > LOOP) | (arr["flags"] > HAS_LOSS) \
         | (step < -1) | ((step < 0) & (kind != LOOP))
     bad[1:] |= lines[1:] < lines[:-1]
     if len(arr):
@@ -129,8 +131,10 @@ def check(arr, first: int, last_lines: int) -> None:
     i = int(np.flatnonzero(bad)[0])
     rec = tuple(arr[i].tolist())
     t, s, _, n, _, k, f = rec
-    if not math.isfinite(t):
-        why = f"'t' is {t}, not a finite number of seconds"
+    if not abs(t) < MAX_T:
+        why = f"'t' is {t}, not a finite number of seconds within ±1e16"
+    elif f & HAS_LOSS and not math.isfinite(rec[2]):
+        why = f"'loss' is {rec[2]}, not a finite number"
     elif k not in KIND_NAMES:
         why = f"kind code {k}, not one of {sorted(KIND_NAMES)}"
     elif f > HAS_LOSS:

@@ -1,12 +1,15 @@
 """Following a recording while it runs: the ledger updated from what was appended since the last look (pure).
 
-:class:`Follower` keeps one :class:`~goodputlab.engine.fold.LedgerFold` and a reader at the
+:class:`Follower` keeps one :class:`~goodputlab.measure.fold.LedgerFold` and a reader at the
 end of the log: each :meth:`~Follower.update` reads the lines appended since the last one (a
 line still being written waits for the next update), feeds them to the fold, and closes a
 copy of it as the reader closes a recording (an attempt still recording keeps its steps; one
 that died is a failure). So an update costs the new events plus the attempts and
 checkpoints, never the whole log again. ``goodputlab report DIR --follow`` and
 ``gl.watch(DIR)`` draw what it returns.
+
+A log renamed over, removed or replaced by a folder is opened again from its start (a folder or a
+link is then refused with one line, as ``load_run`` refuses it).
 
 Three cases read the whole log again at an update instead (exact, but as costly as a
 report): a job of several ranks (their logs are merged again, as a stream), a log whose lines are
@@ -68,7 +71,7 @@ class Follower:
         if len(rec.files) != 1:
             return self._whole(rec, start)
         ((key, path),) = rec.files.items()
-        if self.reader is None or self.reader.path != path or _shrunk(self.reader):
+        if self.reader is None or self.reader.path != path or _shrunk(self.reader) or _replaced(self.reader):
             self._restart(path)
         new = 0
         try:
@@ -105,9 +108,26 @@ class Follower:
         return bool(summary["completed"]) and not any(rec.live.values())
 
     def close(self) -> None:
+        """Close the log this follower reads (idempotent)."""
         if self.reader is not None:
             self.reader.close()
             self.reader = None
+
+
+def _replaced(reader: LogReader) -> bool:
+    """Is the log (or its step records) another file now than the one we read: renamed over, removed, or
+    replaced by a folder? Then it is read again from its start, or refused as ``load_run`` refuses it."""
+    for fd, path in ((reader.fd, reader.path), (reader.rec_fd, reader.rec_path)):
+        if fd < 0:
+            continue
+        try:
+            now = os.lstat(path)
+        except FileNotFoundError:
+            return True
+        was = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (was.st_dev, was.st_ino):
+            return True
+    return False
 
 
 def _shrunk(reader: LogReader) -> bool:

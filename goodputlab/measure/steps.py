@@ -96,31 +96,41 @@ class StepSet:
         return out
 
     def minus(self, other: StepSet, below: float = INF) -> StepSet:
-        """The steps of this set that are not in ``other`` and are below ``below``."""
+        """The steps of this set that are not in ``other`` and are below ``below`` (one walk over both)."""
         out = StepSet()
-        cuts = list(other)
+        olos, ohis = other.los, other.his
+        j, n = 0, len(olos)
         for lo, hi in self.clipped(-INF, below):
-            for clo, chi in cuts:
-                if chi < lo or clo > hi:
-                    continue
-                if clo > lo:
+            while j < n and ohis[j] < lo:
+                j += 1
+            k = j
+            while k < n and olos[k] <= hi:
+                if olos[k] > lo:
                     out.los.append(lo)
-                    out.his.append(clo - 1)
-                lo = chi + 1
+                    out.his.append(olos[k] - 1)
+                lo = max(lo, ohis[k] + 1)
                 if lo > hi:
                     break
+                k += 1
             if lo <= hi:
                 out.los.append(lo)
                 out.his.append(hi)
         return out
 
     def intersection(self, other: StepSet) -> StepSet:
-        """The steps in both sets."""
+        """The steps in both sets (one walk over both)."""
         out = StepSet()
-        for lo, hi in other:
-            for a, b in self.clipped(lo, hi + 1):
-                out.los.append(a)
-                out.his.append(b)
+        alos, ahis, blos, bhis = self.los, self.his, other.los, other.his
+        i = j = 0
+        while i < len(alos) and j < len(blos):
+            lo, hi = max(alos[i], blos[j]), min(ahis[i], bhis[j])
+            if lo <= hi:
+                out.los.append(lo)
+                out.his.append(hi)
+            if ahis[i] < bhis[j]:
+                i += 1
+            else:
+                j += 1
         return out
 
     def below(self, xs: Iterable[float]) -> list[int]:
@@ -155,11 +165,7 @@ class Survival:
     def __init__(self, computed: dict[int, StepSet], done: dict[int, StepSet], limit: int | None):
         self.limit = limit
         self.done = {a: steps.intersection(computed.get(a, StepSet())) for a, steps in done.items()}
-        self.later: dict[int, StepSet] = {}  # attempt -> steps executed by a later attempt
-        union = StepSet()
-        for a in sorted(computed, reverse=True):
-            self.later[a] = StepSet(union)
-            union.update(computed[a])
+        self.owned = owners(computed)  # attempt -> the steps it was the last to execute
 
     def survives(self, attempt: int, step: int) -> bool:
         """Does the execution of ``step`` in ``attempt`` survive into the final model?"""
@@ -168,15 +174,16 @@ class Survival:
             return False
         if self.limit is not None and step >= self.limit:
             return False
-        return step not in self.later[attempt]
+        owned = self.owned.get(attempt)
+        return owned is not None and step in owned
 
     def surviving(self, attempt: int, lo: float = -INF, hi: float = INF) -> StepSet:
         """The steps in ``[lo, hi)`` whose execution in ``attempt`` survives."""
         done = self.done.get(attempt)
         if done is None:
             return StepSet()
-        below = INF if self.limit is None else self.limit
-        return done.clipped(lo, hi).minus(self.later[attempt], below)
+        below = min(hi, INF if self.limit is None else self.limit)
+        return done.clipped(lo, below).intersection(self.owned.get(attempt, StepSet()))
 
     def range_survives(self, attempt: int, lo: float, hi: float) -> bool | None:
         """Do the completed executions of ``attempt`` with steps in ``[lo, hi)`` all survive
@@ -204,9 +211,42 @@ class Survival:
         return out
 
     def bounds(self, attempt: int) -> list[int]:
-        """The steps at which survival can change within ``attempt``: the edges of the later
-        attempts' ranges, and the limit."""
-        out = set(self.later[attempt].bounds()) if attempt in self.later else set()
+        """The steps at which survival can change within ``attempt``: the edges of the steps it was the
+        last to execute (where a later attempt's executions begin and end), and the limit."""
+        owned = self.owned.get(attempt)
+        out = set(owned.bounds()) if owned is not None else set()
         if self.limit is not None:
             out.add(self.limit)
         return sorted(out)
+
+
+def owners(computed: dict[int, StepSet]) -> dict[int, StepSet]:
+    """For each attempt, the steps that no later attempt executed again: a sweep over every attempt's
+    ranges at once, O(R log R) for R ranges (the highest attempt that executed a step owns it)."""
+    import heapq
+
+    edges: list[tuple[int, int, int]] = []  # (step, 0 ends / 1 begins, attempt)
+    for a, steps in computed.items():
+        for lo, hi in steps:
+            edges.append((lo, 1, a))
+            edges.append((hi + 1, 0, a))
+    edges.sort()
+    out: dict[int, StepSet] = {a: StepSet() for a in computed}
+    live: list[int] = []  # a max-heap of the attempts executing at the sweep's step (negated)
+    ended: dict[int, int] = {}  # attempts ended but still in the heap (lazy removal)
+    i, n = 0, len(edges)
+    while i < n:
+        at = edges[i][0]
+        while i < n and edges[i][0] == at:
+            _, begins, a = edges[i]
+            if begins:
+                heapq.heappush(live, -a)
+            else:
+                ended[a] = ended.get(a, 0) + 1
+            i += 1
+        while live and ended.get(-live[0], 0):
+            ended[-live[0]] -= 1
+            heapq.heappop(live)
+        if live and i < n:  # steps [at, next edge) belong to the highest live attempt
+            out[-live[0]].add_range(at, edges[i][0] - 1)
+    return out

@@ -1,6 +1,6 @@
 """Reading an event log: every line checked, in batches, at the speed of the file (pure).
 
-:func:`parse_event` is the rule for one line: a JSON object with the fields and types the
+:func:`~goodputlab.measure.event_line.parse_event` is the rule for one line: a JSON object with the fields and types the
 ledger relies on, or ``ValueError`` saying what is wrong. :func:`event_batches` reads a log
 with it in batches of ``(t, attempt, step, kind, fields)`` tuples, the ledger fold's input,
 holding one batch in memory at a time.
@@ -22,16 +22,15 @@ The file must be a regular file (never a link, a FIFO or a device; ``safe_io``).
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import re
 import warnings
 from collections import deque
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Iterator
 
 from ..errors import RunFileError
+from .event_line import _NEEDS_FIELD, _NEEDS_STEP, MAX_T, parse_event  # noqa: F401 (MAX_T: the bound of a time)
 from .step_records import (
     CHUNK_RECORDS,
     RECORD_BYTES,
@@ -57,110 +56,11 @@ class EventLogWarning(UserWarning):
     """The last line of an event log was cut short (a process killed mid-write) and was skipped."""
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _is_count(v: Any) -> bool:
-    return _is_int(v) and v >= 0
-
-
-def _optional(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
-    return lambda v: v is None or check(v)
-
-
-_NUMBER = ("a number", _is_number)
-_COUNT = ("a whole number >= 0", _is_count)
-_STRING = ("a string", lambda v: isinstance(v, str))
-_STEP = ("a step number", _is_count)
-# Fields the ledger, the summary and the measurements read, by kind (the names of engine/events.py):
-# (field, required, (what, check)).
-_KIND_FIELDS: dict[str, tuple[tuple[str, bool, tuple[str, Callable[[Any], bool]]], ...]] = {
-    "compute": (("step", True, _STEP),),
-    "data_wait": (("step", True, _STEP),),
-    "sync_wait": (("step", True, _STEP),),
-    "step_end": (
-        ("step", True, _STEP),
-        ("loss", False, ("a number", _optional(_is_number))),
-        ("samples", False, ("a list of sample numbers", lambda v: isinstance(v, list) and all(_is_count(i) for i in v))),
-    ),
-    "end": (
-        ("completed", False, ("true or false", lambda v: isinstance(v, bool))),
-        ("reason", False, _STRING),
-        ("resume_step", False, _COUNT),
-    ),
-    "failure": (("cause", False, _STRING),),
-    "finish": (
-        ("final_state_sha256", False, ("a string", _optional(lambda v: isinstance(v, str)))),
-        ("final_loss", False, ("a number", _optional(_is_number))),
-    ),
-    "restored": (("ckpt_step", True, _COUNT),),
-    "ckpt_commit": (("ckpt_step", True, _COUNT),),
-    "ckpt_invalid": (("ckpt_step", True, ("a step number", _is_int)), ("reason", False, _STRING)),
-    "init": (("total_steps", False, ("a whole number >= 0", _optional(_is_count))),),
-}
-_NEEDS_STEP = frozenset(k for k, fields in _KIND_FIELDS.items() if any(n == "step" and req for n, req, _ in fields))
-_NEEDS_FIELD = frozenset(k for k, fields in _KIND_FIELDS.items() if any(n != "step" and req for n, req, _ in fields))
-
-
-def parse_event(raw: bytes) -> dict:
-    """One line of the log (without its newline) as an event; raises ``ValueError`` saying what is wrong."""
-    if b"\0" in raw:
-        raise ValueError("NUL bytes (a block of zeros, as a crash of the file system can leave)")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"not valid UTF-8 (byte {e.start})") from None
-    if not text.strip():
-        raise ValueError("an empty line")
-    try:
-        e = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"not JSON ({err.msg} at column {err.colno})") from None
-    except RecursionError:
-        raise ValueError("not an event (JSON nested too deeply)") from None
-    except ValueError:  # an integer of more than 4300 digits
-        raise ValueError("not an event (a number too long to read)") from None
-    if not isinstance(e, dict):
-        raise ValueError(f"a JSON {type(e).__name__}, not an object")
-    for name, (what, check) in (
-        ("t", ("a finite number of seconds", lambda v: _is_number(v) and math.isfinite(v))),
-        ("attempt", _COUNT),
-        ("kind", ("a string", lambda v: isinstance(v, str) and v != "")),
-        ("step", ("a step number or null", _optional(_is_count))),
-    ):
-        if name not in e:
-            raise ValueError(f"no {name!r} field")
-        if not check(e[name]):
-            raise ValueError(f"{name!r} is {_short(e[name])}, not {what}")
-    for name, required, (what, check) in _KIND_FIELDS.get(e["kind"], ()):
-        if name not in e:
-            if required:
-                raise ValueError(f"a {e['kind']!r} event without {name!r}")
-            continue
-        if not check(e[name]):
-            raise ValueError(f"{name!r} of a {e['kind']!r} event is {_short(e[name])}, not {what}")
-    return e
-
-
-def _short(value: Any) -> str:
-    """A value as the error shows it: its repr, at most 60 characters."""
-    try:
-        text = repr(value)
-    except ValueError:  # an integer too long to print
-        return "a number of more than 4300 digits"
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 # The lines most of a log is made of (see the module's docstring). t: no exponent, at most 16 digits
 # before the point (so always finite); attempt and step: plain whole numbers; loss: a float.
 _T = rb"-?(?:0|[1-9][0-9]{0,15})\.[0-9]+"
 _WHOLE = rb"0|[1-9][0-9]{0,17}"
-_LOSS = rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+(?:[eE][-+]?[0-9]+)?|[eE][-+]?[0-9]+)|null"
+_LOSS = rb"-?(?:0|[1-9][0-9]{0,15})(?:\.[0-9]+(?:[eE][-+]?[0-9]{1,2})?|[eE][-+]?[0-9]{1,2})|null"  # always finite
 _LINE = re.compile(
     rb'(?:\{"t":(' + _T + rb'),"attempt":(' + _WHOLE + rb'),"step":(' + _WHOLE + rb'|null),"kind":"([a-z_]{1,40})"'
     rb'(?:\}|,"loss":(' + _LOSS + rb')\}|,"ckpt_step":(' + _WHOLE + rb'),"tier":"([a-z_]{1,40})"\})|([^\n]*))\n'
@@ -193,7 +93,7 @@ class StepRun:
         self.stats: tuple | None = None
 
     def stat(self) -> tuple:
-        """:func:`~goodputlab.engine.step_records.run_stats` of this run alone."""
+        """:func:`~goodputlab.measure.step_records.run_stats` of this run alone."""
         if self.stats is None:
             import numpy as np
 
@@ -260,7 +160,7 @@ class LogReader:
     """Reads a log's events from a byte offset on; :attr:`offset` and :attr:`lineno` say how far it got
     (the start of the first line not read yet), so a live log can be read on from there.
 
-    When the recorder wrote step records beside the log (:mod:`goodputlab.engine.step_records`),
+    When the recorder wrote step records beside the log (:mod:`goodputlab.measure.step_records`),
     they are merged in, each before the JSON line it was written before; :attr:`rec_offset` says how
     far into them it got."""
 

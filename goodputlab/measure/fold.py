@@ -3,7 +3,7 @@
 :class:`LedgerFold` takes events in time order, as tuples ``(t, attempt, step, kind,
 fields)`` (``fields``: the event's other fields, a dict), and books each phase when the
 next one starts. What it keeps: the buckets, the current phase, and per attempt the steps
-it executed and completed as ranges (:class:`~goodputlab.engine.steps.StepSet`) and the
+it executed and completed as ranges (:class:`~goodputlab.measure.steps.StepSet`) and the
 compute seconds of its completed steps in chunks that start at each checkpoint's resume
 point. The rules it applies are the ledger's (``docs/ARCHITECTURE.md``, "The ledger"):
 
@@ -11,7 +11,7 @@ point. The rules it applies are the ledger's (``docs/ARCHITECTURE.md``, "The led
   (``startup`` for launching in attempt 0, ``restart`` after it);
 * events a killed worker stamped after the supervisor's ``failure`` of its attempt are
   left out of the phases (a race of microseconds), as are the step executions they hold;
-* a compute is ``productive`` when its execution survives (:class:`~goodputlab.engine.steps.Survival`),
+* a compute is ``productive`` when its execution survives (:class:`~goodputlab.measure.steps.Survival`),
   else ``lost_work``; the counts of the summary (failures, checkpoints, executions,
   recovery's facts) are over every event.
 
@@ -21,15 +21,16 @@ productive nor wholly lost (the second pass cuts the chunks where survival chang
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from .. import categories as C
 from ..recovery import booking
 from . import events as E
+from .fold_limits import _CHECK_EVERY, MAX_ATTEMPTS, MAX_CHUNKS, LogLimitError, check  # noqa: F401
 from .logread import _NO_FIELDS, StepRun
-from .steps import INF, StepSet, Survival
+from .attempt_state import _Attempt, _completed
+from .steps import INF, Survival
 
 _SUPERVISOR_KINDS = frozenset(
     {E.SUP_START, E.SUP_SPAWN, E.SUP_FAILURE, E.SUP_RESTART_DELAY, E.SUP_END, E.SUP_TEARDOWN}
@@ -50,6 +51,14 @@ _STATIC = {
 _LAUNCH = frozenset({E.SUP_SPAWN, E.W_INIT, E.W_WARMUP})  # startup, or restart after a failure
 _COMPUTE = None  # a compute phase's category: productive or lost_work, decided at the end
 #: kind -> category of a phase, in attempt 0 and in later attempts (markers are absent)
+
+
+class _Named(str):
+    """A category whose phases also count by name: custom badput is ``other``, and its seconds per name."""
+
+
+_CUSTOM = _Named(C.OTHER)  # equal to "other" (its bucket), told apart by identity
+_STATIC[E.R_CUSTOM] = _CUSTOM
 _CAT_FIRST = {k: (_COMPUTE if k == E.W_COMPUTE else C.STARTUP if k in _LAUNCH else _STATIC.get(k, C.OTHER)) for k in E.PHASES}
 _CAT_LATER = {k: (_COMPUTE if k == E.W_COMPUTE else C.RESTART if k in _LAUNCH else _STATIC.get(k, C.OTHER)) for k in E.PHASES}
 _MARKER = "marker"
@@ -60,44 +69,6 @@ Visit = Callable[[tuple, float, "float | None", "str | None"], None]
 
 class OutOfOrder(ValueError):
     """An event earlier than the one before it: the stream must be sorted by time first."""
-
-
-class _Attempt:
-    """What the fold keeps of one attempt: its steps as ranges, its completed compute in chunks."""
-
-    __slots__ = ("computed", "done", "starts", "sums", "top", "top_loss", "loss0", "pending")
-
-    def __init__(self, marks: Iterable[int] = ()):
-        self.computed = StepSet()  # steps it executed (events after its kill left out)
-        self.done = StepSet()  # steps it completed
-        self.starts: list[int] = sorted(marks)  # chunk i holds steps [starts[i], starts[i+1])
-        self.sums = [0.0] * len(self.starts)  # compute seconds of the completed executions in each chunk
-        self.top: list[int | None] = [None] * len(self.starts)  # each chunk's highest completed step
-        self.top_loss: list[Any] = [None] * len(self.starts)  # and its loss
-        self.loss0: Any = None  # the loss of step 0 (the run's initial loss, if it survives)
-        self.pending: dict[int, float] = {}  # compute seconds of executions not completed (yet)
-
-    def chunk(self, step: int) -> int:
-        starts = self.starts
-        if starts and step >= starts[-1]:
-            return len(starts) - 1
-        i = bisect_right(starts, step) - 1
-        if i < 0:  # below the first chunk: a chunk of its own in front
-            starts.insert(0, step)
-            self.sums.insert(0, 0.0)
-            self.top.insert(0, None)
-            self.top_loss.insert(0, None)
-            i = 0
-        return i
-
-    def mark(self, step: int) -> None:
-        """A checkpoint's resume point: a new chunk starts there, if no step at or past it ran yet."""
-        his = self.computed.his
-        if (not his or his[-1] < step) and (not self.starts or step > self.starts[-1]):
-            self.starts.append(step)
-            self.sums.append(0.0)
-            self.top.append(None)
-            self.top_loss.append(None)
 
 
 @dataclass
@@ -126,6 +97,7 @@ class Folded:
     last_t: float | None  # the last event's time
     max_step: int | None  # the highest step executed
     inits: list[dict] = field(default_factory=list)  # each attempt's ``init`` fields
+    custom: dict[str, float] = field(default_factory=dict)  # custom badput's seconds by name (within ``other``)
 
 
 class LedgerFold:
@@ -165,18 +137,39 @@ class LedgerFold:
         self.last_event: tuple | None = None
         self.max_done: int | None = None  # the highest step completed
         self.max_ckpt_step: int | None = None  # the newest checkpoint's resume point
+        self.chunks = 0  # resume points kept as chunks (at most MAX_CHUNKS)
+        self.custom: dict[str, float] = {}  # custom badput's seconds by name (a part of ``other``)
+        self.unchecked = 0  # events fed since the limits were last checked
 
     def _attempt(self, a: int) -> _Attempt:
         A = self.attempts.get(a)
         if A is None:
+            if len(self.attempts) >= MAX_ATTEMPTS:
+                raise LogLimitError(f"more than {MAX_ATTEMPTS:,} attempts: not a log this ledger reads "
+                                    "(docs/BAD_INPUT.md, report)")
             A = self.attempts[a] = _Attempt(self.marks.get(a, ()))
         return A
+
+    def _counted(self, batch: Iterable[tuple]) -> list | tuple:
+        """``batch`` as a sequence, its events counted towards the next check of the limits."""
+        if not isinstance(batch, (list, tuple)):
+            batch = list(batch)
+        self.unchecked += len(batch)
+        if self.unchecked > _CHECK_EVERY:
+            self.check_limits()
+        return batch
+
+    def check_limits(self) -> None:
+        """Raise :class:`LogLimitError` past a documented limit (:func:`~goodputlab.measure.fold_limits.check`)."""
+        self.unchecked = 0
+        check(self)
 
     def feed(self, batch: Iterable[tuple] | StepRun) -> None:
         """Take the next events (tuples ``(t, attempt, step, kind, fields)``, or a :class:`StepRun`), in time order."""
         if isinstance(batch, StepRun):
             self.feed_run(batch)
             return
+        batch = self._counted(batch)
         buckets, visit, killed, attempts = self.buckets, self.visit, self.killed, self.attempts
         last_t, max_a = self.last_t, self.max_attempt
         phase, phase_cat = self.phase, self.phase_cat
@@ -212,6 +205,9 @@ class LedgerFold:
                             slot_s += d
                     elif d > 0:
                         buckets[phase_cat] += d
+                        if phase_cat is _CUSTOM:
+                            name = phase[4].get("name")
+                            self.custom[name] = self.custom.get(name, 0.0) + d
                     if visit is not None:
                         visit(phase, phase[0], t, phase_cat)
                 else:
@@ -231,19 +227,11 @@ class LedgerFold:
                     A.done.add(s)
                     if max_done is None or s > max_done:
                         max_done = s
-                    i = A.chunk(s)
                     if slot == (a, s):
-                        A.sums[i] += slot_s
+                        _completed(A, s, f, slot_s)
                         slot_s, slot_done = 0.0, True
-                    if A.pending and s in A.pending:  # an earlier part of this execution (merged ranks)
-                        A.sums[i] += A.pending.pop(s)
-                    top = A.top[i]
-                    his = A.computed.his
-                    if (top is None or s >= top) and his and (s == his[-1] or s in A.computed):
-                        A.top[i] = s
-                        A.top_loss[i] = f.get("loss")
-                    if s == 0:
-                        A.loss0 = f.get("loss")
+                    else:
+                        _completed(A, s, f, 0.0)
                 elif kind in special:
                     self._special(ev)
         finally:
@@ -262,6 +250,9 @@ class LedgerFold:
         a second pass's cuts, phases being visited) goes one event at a time."""
         plain, wait, other, done, s0, t1, t2, t3, s_end, t_end = run.stat()
         a = run.attempt
+        self.unchecked += 1
+        if self.unchecked > _CHECK_EVERY:
+            self.check_limits()
         A = self.attempts.get(a)
         if not (plain and self.visit is None and not self.marks and self.straggle_t is None
                 and not (self.killed and a in self.killed) and t1 >= self.last_t and (A is None or not A.pending)):
@@ -327,7 +318,9 @@ class LedgerFold:
         if kind == E.M_CKPT_COMMIT:
             self.checkpoints += 1
             m = f["ckpt_step"]
-            self._attempt(a).mark(m)
+            A = self._attempt(a)
+            if self.chunks < MAX_CHUNKS and A.mark(m):  # past the cap, the second pass cuts where survival changes
+                self.chunks += 1
             if self.max_ckpt_step is None or m > self.max_ckpt_step:
                 self.max_ckpt_step = m
         elif kind == E.M_CKPT_INVALID:
@@ -362,6 +355,7 @@ class LedgerFold:
         """The ledger so far. ``final``: the stream has ended (the last phase is visited);
         otherwise the fold can go on with more events after it. ``resume_step``: where a run
         that stopped resumes, when its ``end`` does not say (a recording: its newest checkpoint)."""
+        self.check_limits()
         buckets = dict(self.buckets)
         phase = self.phase
         if final and self.visit is not None and phase is not None:
@@ -415,6 +409,7 @@ class LedgerFold:
             last_t=None if self.last_t == -INF else self.last_t,
             max_step=max((A.computed.his[-1] for A in self.attempts.values() if A.computed), default=None),
             inits=self.inits,
+            custom=dict(self.custom),
         )
 
 
