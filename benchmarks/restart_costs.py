@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import goodputlab as gl
-from goodputlab.engine import events as E
+from goodputlab.measure import events as E
 
 MODES = {
     "cold restart": {"hot_spare": False},

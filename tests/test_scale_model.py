@@ -14,7 +14,7 @@ import goodputlab as gl
 from goodputlab import categories as C
 from goodputlab.checkpoints.restore import Preload, checkpoint_identity
 from goodputlab.checkpoints.store import CheckpointStore
-from goodputlab.engine.ledger import Ledger, Segment
+from goodputlab.measure.ledger import Ledger, Segment
 from goodputlab.experiments import scale_model as sm
 from goodputlab.theory.scale_model import RECOVERY, SAVE, ClusterCosts, llama3_cluster, plan_lab
 

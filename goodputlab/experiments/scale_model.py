@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .. import categories as C
-from ..engine import events as E
+from ..measure import events as E
 from ..engine.config import RunConfig
-from ..engine.ledger import Segment
+from ..measure.ledger import Segment
 from ..theory.scale_model import INTERVAL, RECOVERY, SAVE, STARTUP, ClusterCosts, LabPlan, llama3_cluster, plan_lab
 
 STRATEGIES = ("sync", "async", "dcp", "memory")
