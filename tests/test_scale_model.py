@@ -167,3 +167,17 @@ def test_a_scale_model_run_prints_its_ratios_beside_the_clusters(tmp_path):
     assert save >= model.plan.save_s / model.plan.mtbf_s * 0.9  # the paced write sets the save's floor
     text = sm.ratio_table({"sync": result}, model.cluster)
     assert "cluster: Llama 3 405B" in text and "failures" in text
+
+
+def test_the_difference_of_two_runs_on_the_same_draws_pairs_their_cycles():
+    segs_a = [Segment(0, 3, C.PRODUCTIVE, 0, "compute"), Segment(3, 4, C.LOST_WORK, 0, "compute"),
+              Segment(4, 10, C.PRODUCTIVE, 1, "compute"), Segment(10, 12, C.PRODUCTIVE, 2, "compute")]
+    a = _Result(Ledger(segs_a, 12.0, {}, [4.0, 10.0], True))
+    assert sm.difference_stderr(a, a) == 0.0  # the same luck: none left in the difference
+    assert sm.difference_stderr(a, a, paired=False) == pytest.approx(math.sqrt(2) * sm.goodput_stderr(a))
+    # a run whose cycles are the same shares of each cycle as a's, shifted: its luck moves with a's
+    segs_b = [Segment(0, 2, C.PRODUCTIVE, 0, "compute"), Segment(2, 4, C.CHECKPOINT_SAVE, 0, "ckpt_save"),
+              Segment(4, 9, C.PRODUCTIVE, 1, "compute"), Segment(9, 10, C.CHECKPOINT_SAVE, 1, "ckpt_save"),
+              Segment(10, 12, C.PRODUCTIVE, 2, "compute")]
+    b = _Result(Ledger(segs_b, 12.0, {}, [4.0, 10.0], True))
+    assert sm.difference_stderr(a, b) < sm.difference_stderr(a, b, paired=False)

@@ -191,14 +191,25 @@ def goodput_stderr(result, after_startup: bool = False) -> float:
     The run is cut at each failure; cycle ``i`` has wall time ``w_i`` and productive time ``p_i``, the goodput
     is ``G = sum p / sum w``, and ``Var(G) ~ n/(n-1) * sum (p_i - G w_i)^2 / (sum w)^2``. A run without at
     least two failures has no luck to measure: ``nan``. ``after_startup``: of :func:`goodput_after_startup`."""
+    terms = _cycle_terms(result, after_startup)
+    if terms is None:
+        return math.nan
+    n = len(terms)
+    return math.sqrt(n / (n - 1) * sum(t * t for t in terms))
+
+
+def _cycle_terms(result, after_startup: bool) -> list[float] | None:
+    """Each failure cycle's linearised share of the goodput's error, ``(p_i - G w_i) / sum w`` (None with fewer
+    than two failures): the terms whose squares sum to the goodput's variance, and whose paired differences
+    give the variance of a difference (:func:`difference_stderr`)."""
+    import bisect
+
     cuts = sorted(result.ledger.failure_times)
     if len(cuts) < 2:
-        return math.nan
+        return None
     edges = [-math.inf, *cuts, math.inf]
     wall = [0.0] * (len(edges) - 1)
     prod = [0.0] * (len(edges) - 1)
-    import bisect
-
     for seg in result.ledger.segments:
         if after_startup and seg.category == C.STARTUP:
             continue
@@ -212,15 +223,24 @@ def goodput_stderr(result, after_startup: bool = False) -> float:
             start = end
     total = sum(wall)
     g = sum(prod) / total
-    n = len(wall)
-    var = n / (n - 1) * sum((p - g * w) ** 2 for p, w in zip(prod, wall)) / total**2
-    return math.sqrt(var)
+    return [(p - g * w) / total for p, w in zip(prod, wall)]
 
 
-def difference_stderr(a, b, after_startup: bool = False) -> float:
-    """The standard error of ``a.goodput - b.goodput`` for two runs, their errors taken as independent
-    (runs that share their failure draws vary together, so this is the larger, safe bound)."""
-    return math.hypot(goodput_stderr(a, after_startup), goodput_stderr(b, after_startup))
+def difference_stderr(a, b, after_startup: bool = False, paired: bool = True) -> float:
+    """The standard error of ``a.goodput - b.goodput`` for two runs.
+
+    ``paired``: runs on the same seed draw the same failure gaps (in seconds of training), so their ``i``-th
+    failure cycles share their luck: the error of the difference comes from the cycles' paired differences
+    (the unpaired tail of the longer run counts alone). ``paired=False`` takes the two errors as independent,
+    the larger, safe bound for runs that do not share their draws."""
+    ta, tb = _cycle_terms(a, after_startup), _cycle_terms(b, after_startup)
+    if ta is None or tb is None:
+        return math.nan
+    if not paired:
+        return math.hypot(goodput_stderr(a, after_startup), goodput_stderr(b, after_startup))
+    n = max(len(ta), len(tb))
+    ta, tb = ta + [0.0] * (n - len(ta)), tb + [0.0] * (n - len(tb))
+    return math.sqrt(n / (n - 1) * sum((x - y) ** 2 for x, y in zip(ta, tb)))
 
 
 def measured_costs(result) -> dict[str, float]:
