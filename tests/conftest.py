@@ -105,7 +105,7 @@ def pytest_runtest_setup(item):
 MEASURING_FILES = frozenset({
     "test_torchft.py", "test_auto_interval.py", "test_benchmark_pipeline.py", "test_benchmark_serving.py", "test_benchmark_stall.py",
     "test_cheap_checkpoints.py", "test_cli.py", "test_distributed_runs.py", "test_efficiency_cli.py",
-    "test_emulated_nodes.py",
+    "test_emulated_nodes.py", "test_scaling_runs.py",
     "test_efficiency_sweep.py", "test_gpu_suite.py", "test_measure.py", "test_pipeline_resume.py",
     "test_pipeline_runs.py", "test_recorder.py", "test_recovery.py", "test_run_safety.py", "test_serving_cli.py",
     "test_serving_server.py", "test_strategies.py", "test_supervisor.py", "test_torture.py",

@@ -73,8 +73,10 @@ def rank_timelines(result, start_s: float | None = None, span_s: float | None = 
 def job_mtbf_chart(rank_mtbf_s: float, ranks: Iterable[int], measured: Iterable[Mapping[str, Any]] = (),
                    width: int = 420) -> alt.LayerChart:
     """The job's MTBF (seconds) against its ranks, each failing with MTBF ``rank_mtbf_s``: ``M / N``.
-    ``measured`` rows (``ranks``, ``job_mtbf_s``) are drawn as points."""
+    ``measured`` rows (``ranks``, ``job_mtbf_s``, optionally ``lo`` and ``hi``: a band of one standard error)
+    are drawn as points, with the band as a bar through each."""
     ranks = sorted(set(int(n) for n in ranks))
+    measured = list(measured) or [{"ranks": None, "job_mtbf_s": None}]
     line_rows = [{"ranks": n, "job_mtbf_s": rank_mtbf_s / n} for n in ranks]
     line = (
         alt.Chart(alt.InlineData(values=line_rows))
@@ -86,11 +88,21 @@ def job_mtbf_chart(rank_mtbf_s: float, ranks: Iterable[int], measured: Iterable[
         )
     )
     points = (
-        alt.Chart(alt.InlineData(values=list(measured) or [{"ranks": None, "job_mtbf_s": None}]))
+        alt.Chart(alt.InlineData(values=measured))
         .mark_point(filled=True, size=90, color=COLORS["lost_work"])
         .encode(x="ranks:Q", y="job_mtbf_s:Q", tooltip=["ranks:Q", alt.Tooltip("job_mtbf_s:Q", format=".3g"), "label:N"])
     )
-    return alt.layer(line, points).properties(width=width, height=240, title=f"one failure stops every rank: M / N (M = {rank_mtbf_s:g} s)")
+    layers = [line, points]
+    banded = [r for r in measured if r.get("lo") is not None and r.get("hi") is not None]
+    if banded:
+        layers.append(
+            alt.Chart(alt.InlineData(values=banded))
+            .mark_rule(color=COLORS["lost_work"], strokeWidth=2)
+            .encode(x="ranks:Q", y="lo:Q", y2="hi:Q", tooltip=["label:N", alt.Tooltip("lo:Q", format=".3g"),
+                                                                alt.Tooltip("hi:Q", format=".3g")])
+        )
+    return alt.layer(*layers).properties(width=width, height=240,
+                                         title=f"one failure stops every rank: M / N (M = {rank_mtbf_s:g} s)")
 
 
 def straggler_chart(rows: Iterable[Mapping[str, Any]], width: int = 420) -> alt.Chart:

@@ -154,7 +154,7 @@ class CheckpointStore:
         self.keep = keep
         self.owner = owner
         self._ignored: set[str] = set()  # other jobs' checkpoints already warned about
-        self.storage_bps = storage_bps  # > 0: emulated storage of this bandwidth (bytes/s), see _pace
+        self.storage_bps = storage_bps  # > 0: emulated storage of this bandwidth (bytes/s), see pace
         self._began: dict[Path, float] = {}
         self.max_file_bytes = max_file_bytes if max_file_bytes is not None else default_max_file_bytes()
         if self.root.is_symlink():
@@ -169,7 +169,7 @@ class CheckpointStore:
                storage_bps: float = 0.0) -> CheckpointStore:
         """The store of run folder ``run_dir`` (its ``ckpt/``), for the job that holds the folder now: what it
         commits names the job, and it sees only what that job may restore (:mod:`~goodputlab.checkpoints.ownership`).
-        ``storage_bps``: emulated storage (:meth:`_pace`)."""
+        ``storage_bps``: emulated storage (:meth:`pace`)."""
         return cls(Path(run_dir) / "ckpt", keep, max_file_bytes, owner=CheckpointOwner.of_run(run_dir),
                    storage_bps=storage_bps)
 
@@ -246,10 +246,12 @@ class CheckpointStore:
         self._began[tmp] = time.monotonic()
         return tmp
 
-    def _pace(self, nbytes: int, started: float | None) -> None:
+    def pace(self, nbytes: int, started: float | None) -> None:
         """Emulated storage: with ``storage_bps`` set, a write or read of ``nbytes`` begun at ``started``
         (monotonic seconds) ends no sooner than ``nbytes / storage_bps`` after it, as on a file system of
-        that bandwidth (the lab's stand-in for a cluster's storage; the bytes are written and read for real)."""
+        that bandwidth (the lab's stand-in for a cluster's storage; the bytes are written and read for real).
+        The store paces its own saves and loads; the ranks of a sharded checkpoint, who write and read its
+        folder themselves, call it too (:mod:`goodputlab.distributed.sharded`)."""
         if self.storage_bps > 0 and started is not None:
             wait = nbytes / self.storage_bps - (time.monotonic() - started)
             if wait > 0:
@@ -282,7 +284,7 @@ class CheckpointStore:
 
     def seal(self, tmp: Path, step: int, files: dict[str, dict[str, Any]], layout: str) -> Path:
         """Write the manifest of ``files`` (already fsynced) into ``tmp`` and rename it into place."""
-        self._pace(sum(int(f["bytes"]) for f in files.values()), self._began.pop(tmp, None))
+        self.pace(sum(int(f["bytes"]) for f in files.values()), self._began.pop(tmp, None))
         manifest = {
             "format": FORMAT_VERSION,
             "step": step,
@@ -451,7 +453,7 @@ class CheckpointStore:
             state = load_unsharded(path, files=manifest["files"], max_file_bytes=self.max_file_bytes)
         else:
             state = safe_torch_load(self.read_verified(path), STATE_FILE)
-        self._pace(sum(int(f["bytes"]) for f in manifest["files"].values()), started)
+        self.pace(sum(int(f["bytes"]) for f in manifest["files"].values()), started)
         return state
 
     def load_newest_valid(

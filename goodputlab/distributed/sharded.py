@@ -205,7 +205,7 @@ class ShardedCheckpointer:
             }
             mine[SKELETON_FILE] = _write_torch(tmp / SKELETON_FILE, common)
         writer = _dcp().FileSystemWriter(str(tmp), single_file_per_rank=True, sync_files=True)
-        started = time.perf_counter()
+        started = time.monotonic()
         if self.writer is None:
             # a rank saving alone (distributed/jit.py: SoloRank) takes no collective with the others
             group = {"process_group": self.rank.ckpt_group} if self.rank.ckpt_group is not None else {"no_dist": True}
@@ -229,7 +229,7 @@ class ShardedCheckpointer:
                 mine[p.name] = _hash_file(p)
         self.last_bytes = sum(e["bytes"] for e in mine.values())
         parts = self.rank.gather(mine)
-        self.last_persist_s = time.perf_counter() - started
+        self.last_persist_s = time.monotonic() - started
         self.on_part(step, bytes=self.last_bytes, persist_s=self.last_persist_s)
         if not self.rank.is_coordinator:
             return
@@ -240,6 +240,8 @@ class ShardedCheckpointer:
         missing += [n for n in (METADATA_FILE, SKELETON_FILE) if n not in files]
         if missing:
             raise RuntimeError(f"checkpoint of step {step}: {', '.join(missing)} missing; not committed")
+        # emulated storage (--ckpt-storage-mbps): the job's checkpoint, every rank's part, takes its bytes over the bandwidth
+        self.store.pace(sum(int(e["bytes"]) for e in files.values()), started)
         self.store.seal(tmp, step, files, LAYOUT_DCP_SHARDED)
         self.on_commit(step, tier="disk", layout=LAYOUT_DCP_SHARDED, world_size=self.rank.world_size,
                        bytes=sum(e["bytes"] for e in files.values()))
@@ -333,6 +335,7 @@ def restore_newest(
     for step in steps:
         c = Checkpoint(step, store.path_for(step))
         plan, why = None, ""
+        started = time.monotonic()
         try:
             plan = _check(store, c, rank, unwrap(model), optimizer)
         except (ValueError, OSError) as e:
@@ -348,6 +351,7 @@ def restore_newest(
         if not rank.agree(ok):
             _skip(c, why or "another rank could not load it", on_invalid)
             continue
+        store.pace(sum(int(f["bytes"]) for f in plan.manifest["files"].values()), started)  # emulated storage
         data = plan.common["data"] if plan.common else plan.state["data"]
         rng = "restored" if plan.world_size == rank.world_size else "reseeded"
         return Restored(c, step, plan.layout, plan.world_size, rng, data)

@@ -17,6 +17,8 @@ what they measured, and puts a model of :mod:`goodputlab.theory` beside them:
 - :mod:`~goodputlab.experiments.scaling`: the same work on one and on several ranks, a
   straggler's cost and a sharded save's per rank against the models, the simulator on a
   run's measured costs (chapter 7);
+- :mod:`~goodputlab.experiments.scale_out`: a failing torchrun job planned at a cluster's ratios, and
+  its goodput beside the simulator's, the gap split by the lab model replayed on its own failures (chapter 7);
 - :mod:`~goodputlab.experiments.emulated_nodes`: a cluster of emulated nodes (network namespaces)
   that loses a node whole, a spare node in its place, and a recording of it (chapter 7);
 - :mod:`~goodputlab.experiments.in_job`: the same kills restarted from a checkpoint and
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 import importlib
 
-_MODULES = ("checkpoint_stall", "data_stall", "emulated_nodes", "in_job", "interval_sweep", "recovery", "scale_model", "scaling", "strategy_compare")
+_MODULES = ("checkpoint_stall", "data_stall", "emulated_nodes", "in_job", "interval_sweep", "recovery", "scale_model", "scale_out", "scaling", "strategy_compare")
 
 
 def __getattr__(name: str):

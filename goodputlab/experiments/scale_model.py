@@ -126,9 +126,12 @@ def scale_model(
 
 def measured_ratios(result) -> dict[str, float]:
     """A run's ratios as its ledger measured them: a save's blocking time, a failure's recovery (restart and
-    restore) and the mean interval between checkpoints, each over the run's MTBF; start-up over the run."""
+    restore) and the mean interval between checkpoints, each over the run's MTBF; start-up over the run.
+
+    The MTBF is the job's: a job of ``nproc`` ranks (or replica groups), each failing with MTBF ``mtbf``,
+    fails ``nproc`` times as often (the supervisors draw its failures at ``mtbf / nproc``)."""
     s, b = result.summary, result.buckets
-    mtbf = result.config.mtbf
+    mtbf = result.config.mtbf / result.config.nproc
     saves = [seg.duration for seg in result.ledger.segments if seg.kind == E.W_CKPT_SAVE]
     commits = sorted(e["t"] for e in result.events if e["kind"] == E.M_CKPT_COMMIT)
     gaps = [b2 - a for a, b2 in zip(commits, commits[1:]) if b2 > a]
