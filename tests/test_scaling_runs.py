@@ -22,7 +22,7 @@ import pytest
 
 from goodputlab import categories as C
 from goodputlab.charts import scaling as charts
-from goodputlab.engine import events as E
+from goodputlab.measure import events as E
 from goodputlab.engine.api import RestartCostWarning, run
 from goodputlab.engine.config import RunConfig
 from goodputlab.experiments import scale_out, scaling

@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import categories as C
 from .. import validate
-from ..engine import events as E
+from ..measure import events as E
 from ..engine.config import RunConfig
 from ..recovery.booking import M_EXPOSED
 from ..theory import scaling
