@@ -414,7 +414,8 @@ def budget_reason(failures: int, max_failures: int, resumed: bool) -> str:
 def add_restart_check(summary: dict, config: RunConfig) -> None:
     """``summary["restart_vs_mtbf"]``: a restart's cost against the MTBF, with a warning above
     :data:`~goodputlab.recovery.modes.RESTART_MTBF_WARN` (:func:`~goodputlab.recovery.modes.restart_vs_mtbf`)."""
-    check = restart_vs_mtbf(summary, config.mtbf)
+    # the job fails at each rank's rate times its ranks (--mtbf is each rank's): its own MTBF is what a restart races
+    check = restart_vs_mtbf(summary, config.mtbf / max(1, config.nproc))
     if check is not None:
         summary["restart_vs_mtbf"] = check
 
