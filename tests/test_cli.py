@@ -208,7 +208,7 @@ def test_every_flag_reaches_its_field():
         restart_delay=0.25, max_failures=9, workers=2, prefetch=3, io_latency_ms=5.0, io_jitter=0.5,
         transform_ms=1.5, pin_memory=True, persistent_workers=True, device_prefetch=True, overwrite=True,
         ckpt_omit=("optimizer", "rng"), failure_mode="loader-death", hang_timeout=2.5, straggler_prob=0.1,
-        straggler_factor=3.0, hot_spare=True,
+        straggler_factor=3.0, hot_spare=True, ckpt_storage_mbps=120.0,
     )
     job = RunConfig(
         nproc=2, nnodes=2, node_rank=1, rdzv_endpoint="node0:29500", launcher="torchrun", ckpt="async",

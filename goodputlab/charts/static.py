@@ -193,19 +193,22 @@ def _table_svg(table: Table) -> tuple[str, float, float]:
     out, y, width = [], 0.0, 0.0
     for label, value, note in table.rows:
         labels = textwrap.wrap(label, max(8, int(label_w / (size * CHAR_WIDTH_EM)))) or [""]
-        value_w = len(value) * size * CHAR_WIDTH_EM
+        values = textwrap.wrap(value, max(8, int(room / (size * CHAR_WIDTH_EM)))) or [""]  # a long value wraps too
+        value_w = max(len(v) for v in values) * size * CHAR_WIDTH_EM
         notes = textwrap.wrap(note, max(8, int(room / (small * CHAR_WIDTH_EM)))) if note else []
         line = round(size * 1.45)
         top = y
         for i, text in enumerate(labels):
             out.append(f"<text x='8' y='{top + (i + 1) * line - round(size * 0.35)}' font-size='{size}' {_FONT} "
                        f"fill='#333'>{html.escape(text)}</text>")
-        out.append(f"<text x='{x_value:.0f}' y='{top + line - round(size * 0.35)}' font-size='{size}' {_FONT} "
-                   f"font-weight='bold'>{html.escape(value)}</text>")
+        for i, text in enumerate(values):
+            out.append(f"<text x='{x_value:.0f}' y='{top + (i + 1) * line - round(size * 0.35)}' font-size='{size}' "
+                       f"{_FONT} font-weight='bold'>{html.escape(text)}</text>")
+        below = top + len(values) * line  # the notes start under the value's last line
         for i, text in enumerate(notes):
-            out.append(f"<text x='{x_value:.0f}' y='{top + line + (i + 1) * round(small * 1.4) - round(small * 0.35)}' "
+            out.append(f"<text x='{x_value:.0f}' y='{below + (i + 1) * round(small * 1.4) - round(small * 0.35)}' "
                        f"font-size='{small}' {_FONT} fill='#666'>{html.escape(text)}</text>")
-        y = top + max(len(labels) * line, line + len(notes) * round(small * 1.4)) + 4
+        y = max(top + len(labels) * line, below + len(notes) * round(small * 1.4)) + 4
         width = max(width, x_value + max([value_w] + [len(t) * small * CHAR_WIDTH_EM for t in notes]))
     out.append(f"<line x1='8' x2='{width:.0f}' y1='{y + 1:.0f}' y2='{y + 1:.0f}' stroke='#ddd'/>")
     return "".join(out), width + 8, y + 8

@@ -324,7 +324,7 @@ def pool_sweep(runs: Iterable[SweepRun]) -> list[dict[str, Any]]:
         # delta method on the pooled ratio: sd of total wall over its mean
         expected_se = expected * math.sqrt(sum(r.expected.wall_sd_s**2 for r in group)) / expected_wall
         replayed = sum(r.replayed.buckets["productive"] for r in group) / sum(r.replayed.wall_s for r in group)
-        after_startup = predicted_productive / (expected_wall - sum(r.expected.buckets["startup"] for r in group))
+        after_startup = predicted_productive / (expected_wall - sum(r.expected.buckets.get("startup", 0.0) for r in group))
         error = measured - expected
         mtbf = group[0].summary["config"]["mtbf"]
         rows.append(
