@@ -7,18 +7,24 @@ from typing import Any, Iterable, Mapping
 
 import altair as alt
 
+from ..experiments.recovery import checkpoint_label
+
 _VARIANT_COLORS = {"reference": "#7f7f7f", "complete": "#2ca02c", "optimizer": "#d62728", "data": "#ff7f0e", "rng": "#9467bd"}
 
 
+def _checkpoint(row: Mapping[str, Any]) -> str:
+    """The row's checkpoint in words (``without the optimizer's state``, not ``optimizer``)."""
+    return row.get("checkpoint") or checkpoint_label(row["variant"])
+
+
 def loss_around_restart(rows: Iterable[Mapping[str, Any]], restart_step: int | None = None, width: int = 680) -> alt.LayerChart:
-    """Loss against step, one line per variant (``{variant, step, loss}``), a rule at the restart."""
-    rows = list(rows)
-    names = list(dict.fromkeys(r["variant"] for r in rows))
-    color = alt.Color(
-        "variant:N", sort=names, title="checkpoint",
-        scale=alt.Scale(domain=names, range=[_VARIANT_COLORS.get(n, "#1f77b4") for n in names]),
-    )
-    pick = alt.selection_point(name="variant_pick", fields=["variant"], bind="legend")
+    """Loss against step, one line per variant (``{variant, step, loss}``; the legend names each by its
+    checkpoint in words), a rule at the restart."""
+    rows = [{**r, "checkpoint": _checkpoint(r)} for r in rows]
+    colors = {r["checkpoint"]: _VARIANT_COLORS.get(r["variant"], "#1f77b4") for r in rows}
+    names = list(colors)
+    color = alt.Color("checkpoint:N", sort=names, title="checkpoint", scale=alt.Scale(domain=names, range=list(colors.values())))
+    pick = alt.selection_point(name="variant_pick", fields=["checkpoint"], bind="legend")
     lines = (
         alt.Chart(alt.InlineData(values=rows))
         .mark_line(strokeWidth=1.6)
@@ -27,7 +33,7 @@ def loss_around_restart(rows: Iterable[Mapping[str, Any]], restart_step: int | N
             y=alt.Y("loss:Q", title="training loss", scale=alt.Scale(zero=False)),
             color=color,
             opacity=alt.condition(pick, alt.value(1.0), alt.value(0.15)),
-            tooltip=["variant:N", "step:Q", alt.Tooltip("loss:Q", format=".4f")],
+            tooltip=["checkpoint:N", "step:Q", alt.Tooltip("loss:Q", format=".4f")],
         )
         .add_params(pick)
     )
@@ -42,9 +48,11 @@ def loss_around_restart(rows: Iterable[Mapping[str, Any]], restart_step: int | N
 
 
 def samples_chart(effects: Iterable[Mapping[str, Any]], width: int = 420) -> alt.Chart:
-    """Sample uses repeated and skipped per variant (rows of :func:`goodputlab.experiments.recovery.omit_effects`)."""
+    """Sample uses repeated and skipped per variant (rows of :func:`goodputlab.experiments.recovery.omit_effects`),
+    each named by its checkpoint in words."""
+    effects = list(effects)
     rows = [
-        {"variant": e["variant"], "what": what, "samples": e[what]}
+        {"variant": e["variant"], "checkpoint": _checkpoint(e), "what": what, "samples": e[what]}
         for e in effects
         for what in ("repeated", "skipped")
     ]
@@ -53,10 +61,10 @@ def samples_chart(effects: Iterable[Mapping[str, Any]], width: int = 420) -> alt
         .mark_bar()
         .encode(
             x=alt.X("samples:Q", title="sample uses"),
-            y=alt.Y("variant:N", title=None, sort=[e["variant"] for e in effects]),
+            y=alt.Y("checkpoint:N", title=None, sort=[_checkpoint(e) for e in effects]),
             yOffset="what:N",
             color=alt.Color("what:N", scale=alt.Scale(domain=["repeated", "skipped"], range=["#ff7f0e", "#1f77b4"]), title=None),
-            tooltip=["variant:N", "what:N", "samples:Q"],
+            tooltip=["checkpoint:N", "what:N", "samples:Q"],
         )
         .properties(width=width, height=160, title="samples seen twice, and never, against the failure-free run")
     )
