@@ -2,7 +2,7 @@
 
 import pytest
 
-from goodputlab.charts.restarts import loss_around_restart, restart_bars, samples_chart
+from goodputlab.charts.restarts import loss_around_restart, restart_strip, samples_chart
 from goodputlab.errors import ConfigError
 from goodputlab.experiments.recovery import checkpoint_label
 from goodputlab.widgets.common import panel_static_parts
@@ -71,8 +71,12 @@ def test_charts_take_tidy_rows():
     assert spec["params"][0]["name"] == "variant_pick" if "params" in spec else spec["layer"][0]["params"][0]["name"] == "variant_pick"
     s = samples_chart([{"variant": "data", "repeated": 320, "skipped": 320}])
     assert {r["samples"] for r in chart_rows(s)} == {320}
-    b = restart_bars([{"way": "cold restart", "failure": "failure 1", "seconds": 2.0}])
-    assert chart_rows(b)[0]["seconds"] == 2.0
+    b = restart_strip([{"way": "cold restart", "failure": "failure 1", "seconds": 2.0},
+                       {"way": "cold restart", "failure": "failure 2", "seconds": 3.0},
+                       {"way": "hot spare", "failure": "failure 1", "seconds": 0.1}])
+    rows = chart_rows(b)
+    assert {r["seconds"] for r in rows if "seconds" in r} == {2.0, 3.0, 0.1}
+    assert {(r["way"], r["median"]) for r in rows if "median" in r} == {("cold restart", 2.5), ("hot spare", 0.1)}
 
 
 def test_a_checkpoint_is_named_by_what_it_holds():

@@ -1,8 +1,9 @@
 """Charts of recovery (chapter 6): the loss around a restart from an incomplete checkpoint, the samples
-repeated and skipped, and the seconds from a failure to the first resumed step."""
+repeated and skipped, and the seconds from each failure to the first resumed step."""
 
 from __future__ import annotations
 
+import statistics
 from typing import Any, Iterable, Mapping
 
 import altair as alt
@@ -70,18 +71,24 @@ def samples_chart(effects: Iterable[Mapping[str, Any]], width: int = 420) -> alt
     )
 
 
-def restart_bars(rows: Iterable[Mapping[str, Any]], width: int = 520) -> alt.Chart:
-    """Seconds from a failure to the first resumed step (``{way, failure, seconds}``), one bar per failure."""
+def restart_strip(rows: Iterable[Mapping[str, Any]], width: int = 520) -> alt.LayerChart:
+    """Seconds from each failure to the first resumed step (``{way, failure, seconds}``): a tick per failure,
+    and each way's median, on a log scale (a cold restart and a hot spare differ by orders of magnitude)."""
     rows = list(rows)
-    return (
+    ways = list(dict.fromkeys(r["way"] for r in rows))
+    medians = [{"way": w, "median": statistics.median(r["seconds"] for r in rows if r["way"] == w)} for w in ways]
+    color = alt.Color("way:N", title=None, sort=ways, scale=alt.Scale(domain=ways, range=["#8c564b", "#2ca02c", "#1f77b4"][:len(ways)]))
+    x = alt.X("seconds:Q", title="seconds from a failure to the first resumed step (log scale)", scale=alt.Scale(type="log"))
+    ticks = (
         alt.Chart(alt.InlineData(values=rows))
-        .mark_bar()
-        .encode(
-            x=alt.X("seconds:Q", title="seconds from the failure to the first resumed step"),
-            y=alt.Y("way:N", title=None),
-            yOffset="failure:N",
-            color=alt.Color("way:N", title=None, scale=alt.Scale(range=["#8c564b", "#2ca02c"])),
-            tooltip=["way:N", "failure:N", alt.Tooltip("seconds:Q", format=".3f")],
-        )
-        .properties(width=width, height=120, title="restart: a new process against a hot spare")
+        .mark_tick(thickness=2, size=22, opacity=0.6)
+        .encode(x=x, y=alt.Y("way:N", title=None, sort=ways), color=color,
+                tooltip=["way:N", "failure:N", alt.Tooltip("seconds:Q", format=".3f")])
     )
+    middle = (
+        alt.Chart(alt.InlineData(values=medians))
+        .mark_point(shape="diamond", size=160, filled=True, color="black")
+        .encode(x=alt.X("median:Q"), y=alt.Y("way:N", sort=ways), tooltip=["way:N", alt.Tooltip("median:Q", format=".3f")])
+    )
+    return alt.layer(ticks, middle).properties(width=width, height=40 * len(ways) + 20,
+                                               title="restart: a new process against a hot spare (median: diamond)")
