@@ -217,7 +217,7 @@ def lab05_cases() -> list[Case]:
             ("forgetting to subtract the step", (L + T + R) / 2, "subtract"),
             ("the formula for no workers", L + T + R, "no workers"),
             ("subtracting the hand-off too", (L + T + R) / 2 - S - H, "floor"),
-            ("leaving out the read R", (L + T) / 2 - S, "(R)"),
+            ("leaving out the read t_read", (L + T) / 2 - S, "(t_read)"),
         ]),
         Case(5, 2, lab05.check_workers, args=(L, T, R, S,), right=math.ceil(1.2 * (L + T + R) / S), mistakes=[
             ("no headroom: just keeping pace", math.ceil((L + T + R) / S), "headroom"),
