@@ -285,23 +285,19 @@ def stall_anatomy(
 # pipelines at a cluster's ratios
 
 
-def at_cluster_ratios(scale: Any, pipelines: dict[str, dict[str, Any]], calibration: Calibration,
+def at_cluster_ratios(scale: Any, pipelines: dict[str, dict[str, Any]], periods_s: dict[str, float],
                       strategy: str = "sync") -> dict[str, RunConfig]:
     """One run configuration per pipeline (``{name: RunConfig settings}``, e.g. ``{"workers": 4, "prefetch": 4}``):
     ``scale``'s configuration for ``strategy`` (a :class:`~goodputlab.experiments.scale_model.ScaleModel`: the
     MTBF, checkpoint storage, rescheduling delay, interval and seed that put the lab at a cluster's ratios)
     with the pipeline's settings.
 
-    Each run's steps are the plan's, scaled by the calibrated step over the pipeline's step period that the
-    stall model predicts (``calibration``, :func:`calibrate`): a slower loop runs fewer steps, so every run
-    trains for about as long and meets about as many failures, at the same times (the failure clock counts
-    training time, and the runs share their seed).
+    ``periods_s``: each pipeline's step period measured on this machine (seconds: :attr:`LoopStats.period_s` of
+    a run of it). A run's steps are the plan's training time over its period: a slower loop runs fewer steps,
+    so every run trains for about as long and meets about as many failures, at the same moments (the failure
+    clock counts training time, and the runs share their seed).
     """
     base = scale.config(strategy)
-    configs = {}
-    for name, settings in pipelines.items():
-        config = base.replace(**settings)
-        period_s = predict_stall_for(config, calibration).period_s
-        steps = max(2, round(base.steps * scale.calibration.step_s / period_s)) if period_s > 0 else base.steps
-        configs[name] = config.replace(steps=steps)
-    return configs
+    training_s = base.steps * scale.calibration.step_s
+    return {name: base.replace(steps=max(2, round(training_s / periods_s[name])), **settings)
+            for name, settings in pipelines.items()}

@@ -40,16 +40,19 @@ class Calibration:
 
 
 def calibrate(model: str = "small", batch_size: int | None = None, threads: int = 1, seed: int = 0,
-              out: Path | str | None = None) -> Calibration:
+              out: Path | str | None = None, **settings: Any) -> Calibration:
     """One short real run (about 10 s on 2 cores): async saves every 5 steps, a hot spare, one kill, no delay.
 
     The step is the median step's compute and data wait; the snapshot the median blocking part of an
     async save; the recovery floor the kill's restart and restore (what a hot spare costs at its fastest).
+    ``settings``: other :class:`RunConfig` fields of the runs to come that change those costs (an input
+    pipeline's ``workers``, ``prefetch``, ``io_latency_ms``...: its data wait is then in the step, and the
+    warm-up of its first batch after the kill in the recovery floor).
     """
     from ..engine.api import run
 
     config = RunConfig(model=model, batch_size=batch_size, threads=threads, seed=seed, steps=90, ckpt="async",
-                       ckpt_every=5, hot_spare=True, kill_at_steps=(70,), restart_delay=0.0)
+                       ckpt_every=5, hot_spare=True, kill_at_steps=(70,), restart_delay=0.0, **settings)
     with tempfile.TemporaryDirectory(prefix="goodputlab-calibrate-") as scratch:
         result = run(config, out=Path(out) if out is not None else Path(scratch) / "run", progress=False)
     return calibration_of(result)
