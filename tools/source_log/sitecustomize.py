@@ -13,7 +13,8 @@ import sys
 
 _LOG = os.environ.get("GOODPUTLAB_SOURCES_LOG")
 _ROOT = os.environ.get("GOODPUTLAB_SOURCES_ROOT")
-#: folders whose files are not sources: the environment, git's store, a built site, bytecode
+#: folders whose files are not sources: the environment, git's store, a built site, bytecode (and an
+#: editable install's *.egg-info, read by importlib.metadata)
 SKIPPED = {".venv", ".git", "_build", "__pycache__"}
 
 
@@ -62,7 +63,8 @@ def _install(log: str, root: str) -> None:
             if not path.startswith(prefix):
                 return  # cheap test first: every import opens files, most of them outside the repository
             rel = os.path.normpath(path[len(prefix):])
-            if SKIPPED.intersection(rel.split(os.sep)) or not os.path.isfile(path):
+            parts = rel.split(os.sep)
+            if SKIPPED.intersection(parts) or any(p.endswith(".egg-info") for p in parts) or not os.path.isfile(path):
                 return
             write("file " + rel)
 
