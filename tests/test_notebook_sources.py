@@ -110,6 +110,6 @@ def test_every_committed_notebook_ran_on_the_code_as_it_is():
     """The release check: re-execute the notebooks this lists (``make notebooks NB="..."``)."""
     cache: dict[str, str] = {}
     stale = [f for f in (NS.check(p, ROOT, cache) for p in NS.committed_notebooks(ROOT)) if f.stale]
-    listing = "\n".join(f"{f.notebook}: {f.reason()}" for f in stale)
+    listing = "\n".join(f"{Path(f.notebook).relative_to(ROOT)}: {f.reason()}" for f in stale)
     assert not stale, (f"{len(stale)} committed notebooks predate the code they use; re-execute them with\n"
                        f"  make notebooks NB=\"$(.venv/bin/python tools/notebook_sources.py --list)\"\n{listing}")
