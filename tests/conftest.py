@@ -240,3 +240,14 @@ def widget_views(notebook) -> list[dict]:
         for o in c.get("outputs", [])
         if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
     ]
+
+
+def committed_warnings(path: Path) -> list[str]:
+    """The warnings a committed notebook's outputs hold (a ``RestartCostWarning``, any ``...Warning:`` line)."""
+    nb = json.loads(Path(path).read_text())
+    found = []
+    for c in nb["cells"]:
+        for o in c.get("outputs", []) if c["cell_type"] == "code" else []:
+            text = "".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
+            found += [line for line in text.splitlines() if "Warning:" in line or "RestartCostWarning" in line]
+    return found

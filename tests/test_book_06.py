@@ -2,7 +2,7 @@
 
 import pytest
 
-from conftest import widget_views
+from conftest import ROOT, committed_warnings, widget_views
 
 pytestmark = pytest.mark.notebooks
 
@@ -43,10 +43,26 @@ def test_chapter_6_failure_modes(executed_notebook):
 
 
 def test_chapter_6_hot_spare(executed_notebook):
-    _, m, _ = executed_notebook(CHAPTER)
+    nb, m, _ = executed_notebook(CHAPTER)
     assert m["spare_same_model"] is True and m["hot_handovers"] >= 1
     assert 0 < m["hot_restart_s"] < m["cold_restart_s"]
+    cold, hot = m["spare_configs"]["cold restart"], m["spare_configs"]["hot spare"]
+    # one scale model for both: the same MTBF and seed (so the same failure draws), storage, delay and interval
+    for key in ("mtbf", "seed", "steps", "ckpt", "ckpt_storage_mbps", "restart_delay", "ckpt_every_s", "model"):
+        assert cold[key] == hot[key], key
+    assert hot["hot_spare"] is True and cold["hot_spare"] is False and hot["mtbf"] > 0 and hot["ckpt_storage_mbps"] > 0
+    assert all(f >= 1 for f in m["spare_failures"].values())
+    # the forked standby read the newest checkpoint while it waited: a handover restores no file
+    assert 1 <= m["spare_preloaded"] <= m["hot_handovers"]
+    assert m["spare_gain"] == pytest.approx(m["spare_goodput"]["hot spare"] - m["spare_goodput"]["cold restart"])
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "recovery / MTBF" in printed and "cluster: Llama 3 405B" in printed and "cold restart" in printed
     assert m["panel_config"]["ckpt_omit"] == ["optimizer"] and m["panel_config"]["hot_spare"] is True
+
+
+def test_chapter_6_committed_outputs_hold_no_warning():
+    """The committed chapter (a full-size run) ran at the cluster's ratios: no RestartCostWarning, no warning."""
+    assert not committed_warnings(ROOT / CHAPTER)
 
 
 def test_chapter_6_draws_its_charts(executed_notebook):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import subprocess
 
 import pytest
@@ -82,3 +83,6 @@ def test_table_report(tiny_sweep):
     text = report(tiny_sweep, tiny_sweep.analyse())
     assert "samples/s" in text and "best batch size: measured" in text and "gradient noise scale at the target" in text
     assert len([line for line in text.splitlines() if line.strip().startswith(("4 ", "16 "))]) == 2
+    # in notation.md's symbols: B the batch, B_0 the base batch (not Pollux's M and M0)
+    assert "predicted (B_noise + B_0) / (B_noise + B)" in text and "E_min (1 + B / B_crit)" in text
+    assert not re.findall(r"\bM0?\b", text), text

@@ -217,7 +217,7 @@ def lab05_cases() -> list[Case]:
             ("forgetting to subtract the step", (L + T + R) / 2, "subtract"),
             ("the formula for no workers", L + T + R, "no workers"),
             ("subtracting the hand-off too", (L + T + R) / 2 - S - H, "floor"),
-            ("leaving out the read R", (L + T) / 2 - S, "(R)"),
+            ("leaving out the read t_read", (L + T) / 2 - S, "(t_read)"),
         ]),
         Case(5, 2, lab05.check_workers, args=(L, T, R, S,), right=math.ceil(1.2 * (L + T + R) / S), mistakes=[
             ("no headroom: just keeping pace", math.ceil((L + T + R) / S), "headroom"),
@@ -338,9 +338,9 @@ def lab08_cases() -> list[Case]:
     knee = 2 / 0.35
     return [
         Case(8, 1, lab08.check_efficiency, args=(48, 8, 128,), right=56 / 176, mistakes=[
-            ("M0 / M, the efficiency of a noiseless gradient", 8 / 128, "noiseless"),
-            ("B_noise / M", 48 / 128, "base batch"),
-            ("upside down, (B_noise + M) / (B_noise + M0)", 176 / 56, "upside down"),
+            ("B_0 / B, the efficiency of a noiseless gradient", 8 / 128, "noiseless"),
+            ("B_noise / B", 48 / 128, "base batch"),
+            ("upside down, (B_noise + B) / (B_noise + B_0)", 176 / 56, "upside down"),
         ]),
         Case(8, 2, lab08.check_best_batch, args=(48, 2, 0.35,), right=math.sqrt(48 * knee), also_right=(17, 16.6), mistakes=[
             ("forgetting the square root", 48 * knee, "square root"),

@@ -122,6 +122,13 @@ def test_forked_standbys_take_over_bit_exact_with_the_preloaded_checkpoint(tmp_p
     assert (tmp_path / "spare" / "logs" / "fork-server.log").is_file()
     spawned = {e["pid"] for e in spare.events if e["kind"] == "standby_spawned"}
     assert spawned and all(not Path(f"/proc/{pid}").exists() for pid in spawned)  # none outlives the run
+    # the run measures this machine as calibrate's own run does: a step, a save's blocking part, the floor
+    cal = sm.calibration_of(spare)
+    from goodputlab.training.workload import PRESETS
+
+    assert (cal.model, cal.state_bytes) == ("tiny", PRESETS["tiny"].state_bytes)
+    assert cal.step_s > 0 and cal.snapshot_s > 0
+    assert cal.recovery_floor_s == pytest.approx(spare.buckets[C.RESTART] + spare.buckets[C.CHECKPOINT_RESTORE])
 
 
 def test_without_warm_spares_the_standby_is_launched_and_reads_at_activation(tmp_path, monkeypatch):

@@ -86,3 +86,39 @@ def test_pipeline_panel_runs_a_real_experiment(tmp_path):
     domain = timeline["layer"][0]["encoding"]["x"]["scale"]["domain"]
     assert domain[1] - domain[0] == pytest.approx(0.5, abs=1e-3)  # zoomed to half a second of the loop
     assert any(v.get("label") == row["label"] for v in chart_rows(panel.comparison.chart.to_dict()))
+
+
+def _panel_text(widget) -> str:
+    """Everything a panel prints: its static figure's settings, headline and status lines, and its
+    controls' descriptions."""
+    import ipywidgets as W
+
+    from goodputlab.widgets.common import panel_static_parts
+
+    texts = [p[0] for p in panel_static_parts(widget) if isinstance(p, tuple)]
+
+    def walk(w):
+        if isinstance(w, W.Box):
+            for child in w.children:
+                walk(child)
+        elif getattr(w, "description", ""):
+            texts.append(w.description)
+
+    walk(widget)
+    return "\n".join(texts)
+
+
+def test_the_pipeline_panels_print_words_or_notation_not_single_letters():
+    """notation.md names the pipeline's quantities t_io, t_cpu, t_read, t_step, t_hand, W and p; the
+    panels print those quantities in words, never as the old single letters S, H, L, T, R."""
+    import re
+
+    panel = PipelinePanel(CALIBRATION, steps=20)
+    panel.workers.value, panel.prefetch.value = 4, 2
+    label = panel.label(panel.config())
+    assert label == "#1: 4 workers x prefetch 2, storage 40 ms, transform 5 ms"
+    text = _panel_text(panel.widget) + "\n" + label + "\n" + _panel_text(DepthCalculator().widget)
+    assert "measured step 15.0 ms, hand-off 1.00 ms" in text
+    letters = re.findall(r"(?<![\w.])[SHLTR](?![\w.])", text)
+    assert not letters, f"single-letter symbols in the printed panel: {letters}\n{text}"
+    assert "step time (ms)" in text and "storage latency (ms)" in text and "transform (ms CPU)" in text

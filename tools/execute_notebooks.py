@@ -25,17 +25,23 @@ notebook keeps its own cells. Fails on any cell error. After executing, every wr
    computed from the captions' order, so a figure added or moved renumbers the rest.
 5. records the run in its metadata (``goodputlab``: full or smoke, date, machine: cores, GPU or
    none, torch) and says so to the reader in a caption under the title (tag ``run-caption``).
+5. records what the run was made from (``goodputlab.sources``: every file of the package and the
+   repository that a process of the execution imported or read, with a digest of its content), so
+   that ``tools/notebook_sources.py`` (and ``make test``) can say which committed notebooks predate
+   a change to code they use.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import datetime as dt
 import html
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -43,6 +49,8 @@ import nbformat
 from nbclient import NotebookClient
 
 from goodputlab import captions
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import notebook_sources  # noqa: E402  (tools/notebook_sources.py)
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -256,25 +264,45 @@ def tidy(nb: nbformat.NotebookNode) -> None:
 
 def execute(path: Path, write: bool = True, full: bool = False, info: dict | None = None) -> float:
     nb = nbformat.read(path, as_version=4)
-    t = time.monotonic()
-    NotebookClient(
-        nb,
-        timeout=3600 if full else 900,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(path.parent)}},
-        store_widget_state=True,  # read by static_outputs (progress bars' final text), then dropped
-    ).execute()
-    elapsed = time.monotonic() - t
+    with tempfile.TemporaryDirectory(prefix="goodputlab-sources-") as scratch:
+        log = Path(scratch) / "used.log"
+        t = time.monotonic()
+        with _environment(notebook_sources.recording_env(log) if write else {}):
+            NotebookClient(
+                nb,
+                timeout=3600 if full else 900,
+                kernel_name="python3",
+                resources={"metadata": {"path": str(path.parent)}},
+                store_widget_state=True,  # read by static_outputs (progress bars' final text), then dropped
+            ).execute()
+        elapsed = time.monotonic() - t
+        used = notebook_sources.read_log(log)
     if not write:
         return elapsed
     tidy(nb)
     meta = {"run": "full" if full else "smoke", "date": dt.date.today().isoformat(),
-            "machine": info or machine(), "seconds": round(elapsed, 1)}
+            "machine": info or machine(), "seconds": round(elapsed, 1),
+            "sources": notebook_sources.record(used)}
     nb.metadata["goodputlab"] = meta
     kind = "lab" if "labs" in path.parts else "chapter" if re.match(r"\d\d_", path.name) else "page"
     set_caption(nb, caption(meta, kind))
     nbformat.write(nb, path)
     return elapsed
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]):
+    """Set environment variables for the kernel an execution starts (it inherits them), then restore them."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def main(args: list[str]) -> int:

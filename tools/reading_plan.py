@@ -184,8 +184,9 @@ CAPTIONS: dict[int, list[tuple[str, str, str]]] = {
         ("gl.widgets.DepthCalculator(", "fig-depth-calculator",
          "The depth calculator at its defaults: the supply, the prefetch that meets the target, and the host memory "
          "it holds."),
-        ("crashed.timeline_chart()", "fig-cold-pipeline",
-         "The pipeline killed twice. Each later attempt's restart ends with the warm-up of a cold pipeline."),
+        ("deep.timeline_chart()", "fig-cold-pipeline",
+         "The deep pipeline at the cluster's ratios. Each later attempt's restart ends with the warm-up of a cold "
+         "pipeline."),
     ],
     6: [
         ("loss_around_restart(", "fig-loss-after-restart",
@@ -198,7 +199,7 @@ CAPTIONS: dict[int, list[tuple[str, str, str]]] = {
         ('modes["hang"].timeline_chart()', "fig-hang-timeline",
          "The hang's timeline. Training stops, the watchdog waits out its timeout (booked as restart), then the "
          "supervisor kills the worker."),
-        ("restart_bars(", "fig-cold-hot",
+        ("restart_strip(", "fig-cold-hot",
          "From a failure to the first resumed step: a cold restart against a hot spare."),
         ("hot.timeline_chart()", "fig-hot-timeline", "The run with a hot spare: each restart is a short handover."),
         ("RecoveryRunPanel(", "fig-recovery-run-panel",

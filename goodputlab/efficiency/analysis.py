@@ -379,7 +379,7 @@ def _fmt(x, spec: str, none: str = "-") -> str:
 
 
 def report(result: SweepResult, analysis: SweepAnalysis) -> str:
-    """The sweep as a table and the headline figures."""
+    """The sweep as a table and the headline figures, in notation.md's symbols (``B``, ``B_0``, ``B_noise``)."""
     cfg, m = result.config, result.machine
     lines = [
         f"batch-size sweep: {cfg.model} model, lr rule {cfg.lr_rule} (lr {cfg.lr:g} at batch {cfg.base_batch}), "
@@ -401,11 +401,11 @@ def report(result: SweepResult, analysis: SweepAnalysis) -> str:
     fit = analysis.throughput_fit
     lines += [
         "",
-        "efficiency: samples the smallest batch needed / samples this batch needed; predicted (B_noise + M0) / (B_noise + M)",
+        "efficiency: samples the smallest batch needed / samples this batch needed; predicted (B_noise + B_0) / (B_noise + B)",
         "goodput: samples/s x efficiency (samples/s worth of progress at the smallest batch)",
         f"gradient noise scale at the target: {_fmt(analysis.noise_scale, '.1f')} sequences "
         f"(median of the runs' estimates)",
-        f"critical batch size (samples = E_min (1 + M / B_crit) fitted): {_fmt(None if crit is None else crit['b_crit'], '.1f')}",
+        f"critical batch size (samples = E_min (1 + B / B_crit) fitted): {_fmt(None if crit is None else crit['b_crit'], '.1f')}",
         f"throughput model: {1000 * fit.overhead_s:.2f} ms + {1000 * fit.per_sample_s:.3f} ms per sequence; knee "
         f"{_fmt(fit.knee, '.1f')} sequences",
         f"best batch size: measured {_fmt(analysis.best_batch_size, 'd')}, predicted {_fmt(analysis.predicted_best_batch_size, 'd')} "

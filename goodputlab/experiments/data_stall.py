@@ -7,6 +7,11 @@ with ample workers) into the constants of the stall model
 applies the model (:func:`goodputlab.theory.data_stall.predict_stall`) to a
 :class:`~goodputlab.engine.config.RunConfig`.
 
+**At a cluster's ratios.** :func:`at_cluster_ratios` gives each pipeline the settings of a scale model
+(:func:`goodputlab.experiments.scale_model.scale_model`: the cluster's save and recovery ratios, the same
+failure draws), so that its depth is measured where failures and checkpoints also cost what they cost
+on the cluster.
+
 **Anatomy.** :func:`stall_anatomy` runs three real, supervised variants of one
 configuration, as DS-Analyzer does (Mohan et al., "Analyzing and Mitigating Data
 Stalls in DNN Training", VLDB 2021): *compute-only* (data from memory, in the loop:
@@ -154,7 +159,8 @@ def busy_times_s(result: RunResult) -> np.ndarray:
 
 
 def calibrate(compute_only: LoopStats, handoff: LoopStats | None = None) -> Calibration:
-    """``S`` and ``R`` from a compute-only run; ``H`` from a run with workers and ample supply (0 without one)."""
+    """The step and read times (``t_step``, ``t_read``) from a compute-only run; the hand-off (``t_hand``) from
+    a run with workers and ample supply (0 without one). Seconds."""
     return Calibration(
         step_s=compute_only.busy_per_step_s,
         read_s=compute_only.wait_per_step_s,
@@ -273,3 +279,25 @@ def stall_anatomy(
         results[name] = result
         loops[name] = loop_stats(result, name)
     return StallAnatomy(loops, results)
+
+
+# ---------------------------------------------------------------------------
+# pipelines at a cluster's ratios
+
+
+def at_cluster_ratios(scale: Any, pipelines: dict[str, dict[str, Any]], periods_s: dict[str, float],
+                      strategy: str = "sync") -> dict[str, RunConfig]:
+    """One run configuration per pipeline (``{name: RunConfig settings}``, e.g. ``{"workers": 4, "prefetch": 4}``):
+    ``scale``'s configuration for ``strategy`` (a :class:`~goodputlab.experiments.scale_model.ScaleModel`: the
+    MTBF, checkpoint storage, rescheduling delay, interval and seed that put the lab at a cluster's ratios)
+    with the pipeline's settings.
+
+    ``periods_s``: each pipeline's step period measured on this machine (seconds: :attr:`LoopStats.period_s` of
+    a run of it). A run's steps are the plan's training time over its period: a slower loop runs fewer steps,
+    so every run trains for about as long and meets about as many failures, at the same moments (the failure
+    clock counts training time, and the runs share their seed).
+    """
+    base = scale.config(strategy)
+    training_s = base.steps * scale.calibration.step_s
+    return {name: base.replace(steps=max(2, round(training_s / periods_s[name])), **settings)
+            for name, settings in pipelines.items()}

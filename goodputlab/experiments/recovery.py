@@ -26,6 +26,20 @@ from ..measure.ledger import surviving_samples
 from ..recovery.omit import OMITTABLE, sample_accounting
 
 VARIANTS = ("complete",) + OMITTABLE  # complete, optimizer, data, rng
+#: Each part a checkpoint may leave out (``--ckpt-omit``), in words.
+PART_NAMES = {"optimizer": "the optimizer's state", "data": "the data position", "rng": "the RNG states"}
+
+
+def checkpoint_label(variant: str | tuple[str, ...]) -> str:
+    """A run's checkpoint in words, for a legend or a headline: ``failure-free`` (the reference run),
+    ``complete``, or ``without the optimizer's state`` (``"optimizer"``, ``("optimizer",)``; parts
+    joined by ``+`` or given as a tuple: ``without the optimizer's state and the data position``)."""
+    parts = tuple(p for p in (variant.split("+") if isinstance(variant, str) else variant) if p)
+    if parts in ((), ("complete",)):
+        return "complete"
+    if parts == ("reference",):
+        return "failure-free"
+    return "without " + " and ".join(PART_NAMES.get(p, p) for p in parts)
 
 
 def omit_comparison(base: RunConfig, out_root: str | Path, parts=OMITTABLE, progress=False) -> dict[str, RunResult]:
@@ -68,6 +82,7 @@ def omit_effects(runs: dict[str, RunResult]) -> list[dict[str, Any]]:
         counts = sample_accounting(surviving_samples(r.events), ref_samples)
         rows.append({
             "variant": name,
+            "checkpoint": checkpoint_label(name),
             "restart_step": restart,
             "bit_exact": r.summary["final_state_sha256"] == ref.summary["final_state_sha256"],
             "loss_jump": (got[after[0]] - ref_losses[after[0]]) if after else 0.0,
@@ -80,8 +95,10 @@ def omit_effects(runs: dict[str, RunResult]) -> list[dict[str, Any]]:
 
 
 def loss_rows(runs: dict[str, RunResult]) -> list[dict[str, Any]]:
-    """Tidy rows ``{variant, step, loss}`` of every run's surviving steps (for a line chart)."""
-    return [{"variant": name, "step": s, "loss": loss} for name, r in runs.items() for s, loss in sorted(losses(r).items())]
+    """Tidy rows ``{variant, checkpoint, step, loss}`` of every run's surviving steps (for a line chart);
+    ``checkpoint`` is the variant in words (:func:`checkpoint_label`)."""
+    return [{"variant": name, "checkpoint": checkpoint_label(name), "step": s, "loss": loss}
+            for name, r in runs.items() for s, loss in sorted(losses(r).items())]
 
 
 def mode_runs(base: RunConfig, modes, out_root: str | Path, progress=False, **per_mode: dict) -> dict[str, RunResult]:

@@ -1,7 +1,8 @@
 """Real runs at a cluster's ratios: calibrate the lab, plan its settings, and print its ratios beside the cluster's.
 
 * :func:`calibrate` measures this machine in one short real run: a step, the blocking part of an
-  asynchronous save (its snapshot), and a hot spare's kill-to-training time with no added delay;
+  asynchronous save (its snapshot), and a hot spare's kill-to-training time with no added delay
+  (:func:`calibration_of` reads the same from a run already made);
 * :func:`scale_model` turns a cluster (:class:`~goodputlab.theory.scale_model.ClusterCosts`) and that
   calibration into a :class:`ScaleModel`: a :class:`~goodputlab.engine.config.RunConfig` per strategy
   (MTBF, emulated checkpoint storage, rescheduling delay, each strategy's best interval in seconds of
@@ -40,22 +41,36 @@ class Calibration:
 
 
 def calibrate(model: str = "small", batch_size: int | None = None, threads: int = 1, seed: int = 0,
-              out: Path | str | None = None) -> Calibration:
+              out: Path | str | None = None, **settings: Any) -> Calibration:
     """One short real run (about 10 s on 2 cores): async saves every 5 steps, a hot spare, one kill, no delay.
 
     The step is the median step's compute and data wait; the snapshot the median blocking part of an
     async save; the recovery floor the kill's restart and restore (what a hot spare costs at its fastest).
+    ``settings``: other :class:`RunConfig` fields of the runs to come that change those costs (an input
+    pipeline's ``workers``, ``prefetch``, ``io_latency_ms``...: its data wait is then in the step, and the
+    warm-up of its first batch after the kill in the recovery floor).
     """
     from ..engine.api import run
-    from ..training.workload import PRESETS
 
     config = RunConfig(model=model, batch_size=batch_size, threads=threads, seed=seed, steps=90, ckpt="async",
-                       ckpt_every=5, hot_spare=True, kill_at_steps=(70,), restart_delay=0.0)
+                       ckpt_every=5, hot_spare=True, kill_at_steps=(70,), restart_delay=0.0, **settings)
     with tempfile.TemporaryDirectory(prefix="goodputlab-calibrate-") as scratch:
         result = run(config, out=Path(out) if out is not None else Path(scratch) / "run", progress=False)
+    return calibration_of(result)
+
+
+def calibration_of(result) -> Calibration:
+    """What a finished run measured of this machine (seconds): its median step (compute and data wait), the
+    median blocking part of its saves (the last left out: it may wait for the one before), and its restart
+    and restore per failure (0.1 s without a failure). A run with a hot spare, no rescheduling delay and a
+    failure measures the recovery floor that :func:`scale_model` tops up: :func:`calibrate` makes one, and
+    a chapter that has made one already can read it instead."""
+    from ..training.workload import PRESETS
+
     rows = result.per_step()
     saves = [s.duration for s in result.ledger.segments if s.kind == E.W_CKPT_SAVE][:-1]  # the last one waits
     b, failures = result.buckets, result.summary["failures"]
+    model = result.config.model
     return Calibration(
         model=model, state_bytes=PRESETS[model].state_bytes,
         step_s=statistics.median(r["compute_s"] + r["data_wait_s"] for r in rows),

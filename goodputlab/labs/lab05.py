@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from ..theory import data_stall as S
+from ..theory import data_stall as stall
 from .checks import CheckResult, as_number, as_share, as_whole, check, diagnose, direction, near
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -18,33 +18,33 @@ if TYPE_CHECKING:  # pragma: no cover
 MB = 1e6
 
 
-@check("wait per step with 2 workers", "max(H, (L + T + R) / W - S): the workers load while the step computes")
+@check("wait per step with 2 workers", "max(t_hand, (t_io + t_cpu + t_read) / W - t_step): the workers load while the step computes")
 def check_wait_ms(answer_ms: Any, load_ms: float, transform_ms: float, read_ms: float, step_ms: float, handoff_ms: float,
                   workers: int) -> CheckResult:
     """Exercise 1: the steady-state data wait per step, in milliseconds (no jitter)."""
     name = check_wait_ms.check_name
     answer = as_number(answer_ms, "milliseconds")
-    expected = 1000 * S.steady_state_wait_s(load_ms / 1000, transform_ms / 1000, workers, step_ms / 1000,
-                                              read_s=read_ms / 1000, handoff_s=handoff_ms / 1000)
+    expected = 1000 * stall.steady_state_wait_s(load_ms / 1000, transform_ms / 1000, workers, step_ms / 1000,
+                                                  read_s=read_ms / 1000, handoff_s=handoff_ms / 1000)
     per_batch = load_ms + transform_ms + read_ms
     if near(answer, expected, 0.01, 1e-3):
         return CheckResult(name, True, f"{answer:.1f} ms per step: the supply is below the step's appetite, so it waits")
     mistake = diagnose(answer, [
         (per_batch / workers, "that is how often the workers deliver a batch; the step computes meanwhile: subtract its time"),
-        (per_batch, "that is the wait with no workers; with W workers each batch takes (L + T + R) / W of the loop's time"),
+        (per_batch, "that is the wait with no workers; with W workers each batch takes (t_io + t_cpu + t_read) / W of the loop's time"),
         (per_batch / workers - step_ms - handoff_ms, "the hand-off is a floor on the wait, not part of the difference"),
-        ((load_ms + transform_ms) / workers - step_ms, "close: the worker also reads the batch from memory (R)"),
+        ((load_ms + transform_ms) / workers - step_ms, "close: the worker also reads the batch from memory (t_read)"),
         (expected / 1000, "that looks like seconds: give milliseconds"),
     ], 0.01)
     return CheckResult(name, False, mistake or f"{answer:g} ms is {direction(answer, expected)}")
 
 
-@check("workers needed", "the smallest W with W x S / (L + T + R) >= 1.2, a whole number")
+@check("workers needed", "the smallest W with W x t_step / (t_io + t_cpu + t_read) >= 1.2, a whole number")
 def check_workers(answer: Any, load_ms: float, transform_ms: float, read_ms: float, step_ms: float, headroom: float = 1.2) -> CheckResult:
     """Exercise 2: the fewest loader workers whose supply is ``headroom`` times the step's appetite."""
     name = check_workers.check_name
     ratio = (load_ms + transform_ms + read_ms) / step_ms
-    expected = S.workers_needed(load_ms / 1000, transform_ms / 1000, step_ms / 1000, read_s=read_ms / 1000, headroom=headroom)
+    expected = stall.workers_needed(load_ms / 1000, transform_ms / 1000, step_ms / 1000, read_s=read_ms / 1000, headroom=headroom)
     value = as_number(answer, "workers")
     if value != int(value):
         near_what = " (that is W before rounding: workers come whole, round up)" if near(value, headroom * ratio, 0.01) else ""
@@ -56,7 +56,7 @@ def check_workers(answer: Any, load_ms: float, transform_ms: float, read_ms: flo
         return CheckResult(name, False, f"{workers} workers just keep pace ({workers / ratio:.2f}x); leave headroom for jitter: 1.2x")
     if workers == math.floor(headroom * ratio):
         return CheckResult(name, False, "rounded down: that supply is below 1.2x; round up")
-    return CheckResult(name, False, f"{workers} is {direction(workers, expected)}: supply = W x S / (L + T + R)")
+    return CheckResult(name, False, f"{workers} is {direction(workers, expected)}: supply = W x t_step / (t_io + t_cpu + t_read)")
 
 
 @check("data-wait share of the loop", "data wait over the training loop's time (data wait + compute + bookkeeping)")
@@ -87,7 +87,7 @@ def check_memory_mb(answer_mb: Any, batch_mb: float, workers: int, prefetch: int
     """Exercise 4: host memory (MB) the loader holds ahead of the loop."""
     name = check_memory_mb.check_name
     answer = as_number(answer_mb, "MB")
-    expected = S.pipeline_memory_bytes(round(batch_mb * MB), workers, prefetch, pin_memory) / MB
+    expected = stall.pipeline_memory_bytes(round(batch_mb * MB), workers, prefetch, pin_memory) / MB
     if near(answer, expected, 0.01):
         return CheckResult(name, True, f"{answer:,.0f} MB: depth is not free")
     mistake = diagnose(answer, [

@@ -16,7 +16,7 @@ from ..efficiency.noise import simple_noise_estimates, simple_noise_scale, stati
 from .checks import CheckResult, as_number, as_share, as_written, check, diagnose, direction, near
 
 
-@check("statistical efficiency", "(B_noise + M0) / (B_noise + M)")
+@check("statistical efficiency", "(B_noise + B_0) / (B_noise + B)")
 def check_efficiency(answer: Any, noise_scale: float, base_batch: int, batch: int) -> CheckResult:
     """Exercise 1: Pollux's efficiency of ``batch`` relative to ``base_batch`` at a noise scale."""
     name = check_efficiency.check_name
@@ -29,7 +29,7 @@ def check_efficiency(answer: Any, noise_scale: float, base_batch: int, batch: in
         return CheckResult(name, True, f"{share:.2f}: each sample at batch {batch} is worth {share:.0%} of one at {base_batch}")
     mistake = diagnose(share, [
         (base_batch / batch, "that is the efficiency of a noiseless gradient (B_noise = 0): the noise scale is what keeps big batches useful"),
-        (noise_scale / batch, "B_noise / M is not relative to the base batch: add M0 and B_noise where they belong"),
+        (noise_scale / batch, "B_noise / B is not relative to the base batch: add B_0 and B_noise where they belong"),
         ((noise_scale + base_batch) / batch, "the noise scale goes in the denominator too"),
     ], 0.01)
     return CheckResult(name, False, mistake or f"{share:.3f} is {direction(share, expected)}")

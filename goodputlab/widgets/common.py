@@ -35,7 +35,10 @@ def _settings_text(widget: W.Widget) -> str | None:
     value = widget.value
     if hasattr(widget, "options") and hasattr(widget, "label") and widget.label is not None:
         value = widget.label
-    text = f"{value:.4g}" if isinstance(value, float) else str(value)
+    if isinstance(value, (tuple, list)):  # a multiple choice: its labels, not a Python tuple
+        text = ", ".join(str(v) for v in value) or "none"
+    else:
+        text = f"{value:.4g}" if isinstance(value, float) else str(value)
     return f"{widget.description}: {text}"
 
 

@@ -27,8 +27,8 @@ class PipelinePanel:
 
     The model's prediction follows the sliders at once (:meth:`update_model`); a run
     measures the same configuration and puts the ledger's data wait beside it.
-    ``calibration`` holds the measured step time ``S``, read cost ``R`` and hand-off
-    ``H`` the model needs (:func:`goodputlab.experiments.data_stall.calibrate`). ``steps`` and any
+    ``calibration`` holds the measured step time, read cost and hand-off (``t_step``, ``t_read`` and
+    ``t_hand`` in notation.md) that the model needs (:func:`goodputlab.experiments.data_stall.calibrate`). ``steps`` and any
     other :class:`RunConfig` field in ``fixed`` are the same for every run.
     """
 
@@ -92,8 +92,10 @@ class PipelinePanel:
         )
 
     def label(self, config: RunConfig) -> str:
-        depth = f"W{config.workers}xp{config.prefetch}" if config.workers else "W0"
-        return f"#{len(self.history) + 1}: {depth}, L {config.io_latency_ms:g} ms, T {config.transform_ms:g} ms"
+        """The run's name in the charts, in words: ``#2: 4 workers x prefetch 2, storage 45 ms, transform 10 ms``."""
+        depth = f"{config.workers} workers x prefetch {config.prefetch}" if config.workers else "no workers"
+        return (f"#{len(self.history) + 1}: {depth}, storage {config.io_latency_ms:g} ms, "
+                f"transform {config.transform_ms:g} ms")
 
     def predict(self, config: RunConfig | None = None) -> P.StallPrediction:
         """The model's prediction for ``config`` (default: the controls')."""
@@ -113,7 +115,7 @@ class PipelinePanel:
         self.model_line.value = (
             f"model: data wait <b>{pred.wait_share:.1%}</b> of the loop, {pred.samples_per_s:.0f} samples/s "
             f"(ceiling {pred.ceiling_samples_per_s:.0f}); {supply_text}; "
-            f"t<sub>step</sub> = {1000 * c.step_s:.1f} ms, t<sub>hand</sub> = {1000 * c.handoff_s:.2f} ms (notation.md)"
+            f"measured step {1000 * c.step_s:.1f} ms, hand-off {1000 * c.handoff_s:.2f} ms"
         )
         return pred
 
@@ -172,10 +174,10 @@ class DepthCalculator:
     """How deep must my pipeline be? Inputs in the units of a real job; the model answers at once."""
 
     def __init__(self, step_ms: float = 250.0, latency_ms: float = 400.0, jitter: float = 1.0, transform_ms: float = 300.0, workers: int = 4, batch_mb: float = 38.5, target_pct: float = 2.0):
-        self.step_ms = W.FloatText(value=step_ms, description="step time S (ms)")
-        self.latency_ms = W.FloatText(value=latency_ms, description="storage latency L (ms)")
+        self.step_ms = W.FloatText(value=step_ms, description="step time (ms)")
+        self.latency_ms = W.FloatText(value=latency_ms, description="storage latency (ms)")
         self.jitter = float_slider(jitter, 0.0, 3.0, 0.1, "latency jitter (CV)")
-        self.transform_ms = W.FloatText(value=transform_ms, description="transform T (ms)")
+        self.transform_ms = W.FloatText(value=transform_ms, description="transform (ms CPU)")
         self.workers = W.IntSlider(value=workers, min=1, max=64, description="workers")
         self.batch_mb = W.FloatText(value=batch_mb, description="batch size (MB)")
         self.target_pct = float_slider(target_pct, 0.5, 20.0, 0.5, "target data wait (%)")

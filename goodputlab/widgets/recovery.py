@@ -88,11 +88,11 @@ class RecoveryRunPanel:
         config, result = done
         self.result = result
         same = result.summary["final_state_sha256"] == ref.summary["final_state_sha256"]
-        label = "+".join(config.ckpt_omit) or "complete"
+        label = "+".join(config.ckpt_omit) or "complete"  # the run's variant (rx.checkpoint_label words it)
         self.history.append({"omit": config.ckpt_omit, "mode": config.failure_mode, "hot_spare": config.hot_spare,
                              "goodput": result.goodput, "bit_exact": same})
         set_big_number(self.headline, "goodput", f"{result.goodput:.1%}",
-                       f"{config.failure_mode}, checkpoint {label}{', hot spare' if config.hot_spare else ''}: final model "
+                       f"{config.failure_mode}, {checkpoint_words(config.ckpt_omit)}{', hot spare' if config.hot_spare else ''}: final model "
                        + ("identical to the failure-free run" if same else "DIFFERENT from the failure-free run"))
         self.status.value = f"{result.summary['failures']} failures, {result.summary['recovery']['loader_rebuilds']} loader rebuilds"
         self.bars.chart = breakdown({"failure-free": ref.summary, "this run": result.summary})
@@ -103,3 +103,8 @@ class RecoveryRunPanel:
 
     def _ipython_display_(self) -> None:
         show_panel(self.widget)
+
+
+def checkpoint_words(omit: tuple[str, ...]) -> str:
+    """``complete checkpoint``, or ``checkpoint without the optimizer's state`` (the panel's headline)."""
+    return "complete checkpoint" if not omit else "checkpoint " + rx.checkpoint_label(omit)
