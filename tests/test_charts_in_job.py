@@ -50,3 +50,25 @@ def test_where_the_rest_went_stacks_the_losses_in_the_ledger_colours(rows):
 def test_both_fit_the_output_area_as_drawn(rows):
     for chart in (ic.goodput_by_groups(rows), ic.where_the_rest_went(rows)):
         assert svg_width(_svg(chart.to_dict())) <= MAX_WIDTH_PX
+
+
+def test_goodput_by_groups_draws_the_costs_of_the_timeout_and_the_all_reduce_as_a_dashed_line(rows):
+    import dataclasses
+
+    from goodputlab.experiments.in_job import costed_rows
+
+    config = SimConfig(devices=256, device_mtbf_s=256 * 3600.0, duration_s=200 * 3600.0, interval_s=600.0, save_s=30.0,
+                       restart_s=300.0, recovery="in-job", heal_s=120.0, trials=20, seed=2)
+    costed = costed_rows(rows, config, 7e9, 1.0, 25e9, timeout_s=60.0)
+    spec = ic.goodput_by_groups(costed).to_dict()
+    dashed = [layer for layer in spec["layer"] if isinstance(layer["mark"], dict) and layer["mark"].get("strokeDash")
+              and layer["encoding"]["y"]["field"] == "with_costs_goodput"]
+    assert len(dashed) == 1 and dashed[0]["mark"]["color"] == ic.WITH_COSTS
+    values = {v["replica_groups"]: v for rows_ in spec["datasets"].values() for v in rows_ if v.get("recovery") == "in-job"}
+    for g, v in values.items():  # below the plain closed form: every group stalls after each failure
+        plain = theory.in_job.predict(dataclasses.replace(config, replica_groups=g)).goodput
+        assert v["with_costs_goodput"] < plain
+    assert svg_width(_svg(spec)) <= MAX_WIDTH_PX
+    # without the column the chart has no such line
+    assert not any(layer["encoding"].get("y", {}).get("field") == "with_costs_goodput"
+                   for layer in ic.goodput_by_groups(rows).to_dict()["layer"])

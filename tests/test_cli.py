@@ -214,7 +214,7 @@ def test_every_flag_reaches_its_field():
         nproc=2, nnodes=2, node_rank=1, rdzv_endpoint="node0:29500", launcher="torchrun", ckpt="async",
         straggler_rank=1, straggler_prob=0.5, straggler_factor=2.5, rdzv_timeout=30.0, ckpt_jit=True, oversubscribe=True,
     )
-    in_job_recovery = RunConfig(nproc=2, fault_tolerance="torchft", ckpt_every=0, group_size=2)
+    in_job_recovery = RunConfig(nproc=2, fault_tolerance="torchft", ckpt_every=0, group_size=2, ft_failed_step="recompute")
     emulated = RunConfig(emulate_nodes=4, kill_node_at_steps=(12, 30), node_mtbf=7.5, partition_at_steps=(20,), partition_s=2.5,
                          spare_nodes=2)
     given = set()

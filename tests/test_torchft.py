@@ -141,6 +141,30 @@ def test_a_two_replica_run_with_kills_heals_closes_its_ledger_listens_on_loopbac
     assert {row["strip"] for row in bars if row["category"] == C.DEGRADED} >= {k for k, b in strips.items() if b[C.DEGRADED] > min_s}
 
 
+def test_torchfts_own_failed_step_computes_the_survivors_step_again(tmp_path, cli, cli_env):
+    """``--ft-failed-step recompute``: as torchft's OptimizerWrapper makes a loop do, a survivor whose all-reduce
+    failed keeps nothing and computes the step again, so its failed try is lost work (the default reuses it)."""
+    out = tmp_path / "run"
+    # two kills: one that struck while the survivor waited in a quorum would leave it no failed try to compute again
+    done = subprocess.run([*cli, "run", *FT_FLAGS, "--steps", "200", "--kill-at-steps", "60,130", "--io-latency-ms", "20",
+                           "--ft-failed-step", "recompute", "--out", str(out)], capture_output=True, text=True,
+                          env=cli_env, timeout=RUN_LIMIT_S)
+    assert done.returncode == 0, done.stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert s["completed"] and s["failures"] == 2 and s["config"]["ft_failed_step"] == "recompute"
+    events = read_events(out / "events.jsonl")
+    steps = [e for e in events if e["kind"] in (E.W_COMPUTE, E.W_STEP_END) and e["attempt"] == 0]  # first launches
+    failed = [e for e in steps if e["kind"] == E.W_STEP_END and not e["committed"]]
+    assert failed and not any(e["grad_kept"] for e in failed)  # nothing kept for the retry...
+    assert not any(e.get("reused") for e in steps)  # ...which computed the step again
+    for e in failed:  # the failed step's compute comes again in the same replica
+        assert sum(1 for x in steps if x["kind"] == E.W_COMPUTE and x["step"] == e["step"]
+                   and x["replica"] == e["replica"]) >= 2
+    # the survivors' failed tries are lost work: more than none, less than a few steps' compute
+    computes = [r["compute_s"] for r in gl.load_run(out).per_step() if r["survived"]]
+    assert 0 < s["lost_work_survivors_s"] < 10 * max(computes), (s["lost_work_survivors_s"], max(computes))
+
+
 def test_replica_groups_of_two_ranks_each_a_torchrun_job_heal_a_killed_group_and_end_with_one_model(tmp_path, cli, cli_env):
     """2 groups x 2 ranks (``--group-size 2``): a kill ends a whole group (its torchrun agent and both ranks);
     the group relaunches as a new torchrun job and each of its ranks heals from the same rank of the peer

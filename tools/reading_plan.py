@@ -42,7 +42,7 @@ DIAGRAMS: dict[str, tuple[str, str]] = {
                        "{ref} shows the two phases of answering a request, and two ways to lay them out on workers."),
     "cluster-levers": ("## The checkpoint, from bytes to seconds",
                        "{ref} lists what a cluster loses and the lever that cuts each loss: the map of this chapter."),
-    "lighthouse-quorum-heal": ("## Two stories, the same kills",
+    "lighthouse-quorum-heal": ("## Two stories, the same failures",
                                "{ref} shows the pieces of in-job recovery: a lighthouse, replica groups that meet "
                                "in a quorum, and a heal from a peer."),
 }
@@ -271,11 +271,13 @@ CAPTIONS: dict[int, list[tuple[str, str, str]]] = {
     ],
     11: [
         ("replica_timeline(", "fig-replica-timelines",
-         "Each replica's time with the same kills: restarting from a checkpoint, and recovering in-job."),
+         "Each replica's time on the same failure draws at a cluster's ratios: restarting from a checkpoint, and "
+         "recovering in-job."),
         ("gl.charts.runs.breakdown(ij.books_rows(recording))", "fig-two-stories-books", "Both runs' books, category by category."),
         ("goodput_by_groups(", "fig-groups-goodput",
          "At Llama 3's scale: goodput against the number of replica groups, simulated and in closed form, beside "
-         "restarting from checkpoints."),
+         "restarting from checkpoints. Dashed: the closed form with the collective's timeout and the all-reduce "
+         "across groups."),
         ("where_the_rest_went(", "fig-groups-rest",
          "Where the time that was not productive went, for each number of replica groups."),
         ("gl.widgets.InJobPanel(", "fig-in-job-panel",

@@ -15,15 +15,18 @@ import altair as alt
 from ..categories import CATEGORIES, COLORS, PRODUCTIVE
 from .base import category_scale
 
-#: The colour of simulated points and of the closed form beside them.
-SIMULATED, CLOSED_FORM = "#1f77b4", "#555555"
+#: The colour of simulated points, of the closed form beside them, and of the closed form with the costs of
+#: more groups and of a dead peer's timeout.
+SIMULATED, CLOSED_FORM, WITH_COSTS = "#1f77b4", "#555555", "#ff7f0e"
 
 
 def goodput_by_groups(rows: Iterable[Mapping[str, Any]], width: int = 480, height: int = 260) -> alt.LayerChart:
     """Mean goodput (two standard errors as a bar) against replica groups (log 2), restart as a dashed line.
 
     ``rows``: :func:`goodputlab.theory.sweep_rows`, optionally with ``closed_form_goodput``
-    (drawn as hollow diamonds). A hover (selection ``groups_hover``) shows a row's figures.
+    (drawn as hollow diamonds) and ``with_costs_goodput`` (:func:`goodputlab.experiments.in_job.costed_rows`:
+    the closed form with the collective timeout and the cross-group all-reduce, an orange dashed line).
+    A hover (selection ``groups_hover``) shows a row's figures.
     """
     rows = [dict(r) for r in rows]
     in_job = [r for r in rows if r["recovery"] == "in-job"]
@@ -54,6 +57,14 @@ def goodput_by_groups(rows: Iterable[Mapping[str, Any]], width: int = 480, heigh
             base.mark_point(shape="diamond", size=110, filled=False, color=CLOSED_FORM)
             .encode(x=x, y=alt.Y("closed_form_goodput:Q"), tooltip=[alt.Tooltip("closed_form_goodput:Q", title="closed form", format=".4f")])
         )
+    if in_job and in_job[0].get("with_costs_goodput") is not None:
+        costed = base.mark_line(color=WITH_COSTS, strokeDash=[4, 3], point=alt.OverlayMarkDef(color=WITH_COSTS))
+        layers.append(costed.encode(x=x, y=alt.Y("with_costs_goodput:Q"), tooltip=[
+            alt.Tooltip("replica_groups:Q", title="replica groups"),
+            alt.Tooltip("with_costs_goodput:Q", title="with the timeout and the all-reduce", format=".4f")]))
+        last = max(in_job, key=lambda r: r["replica_groups"])
+        layers.append(alt.Chart(alt.InlineData(values=[last])).mark_text(align="right", dy=12, color=WITH_COSTS)
+                      .encode(x=x, y=alt.Y("with_costs_goodput:Q"), text=alt.value("with the timeout and the all-reduce")))
     if restart:
         level = alt.Chart(alt.InlineData(values=restart))
         layers.append(level.mark_rule(strokeDash=[6, 4], color=COLORS["restart"]).encode(y="goodput_mean:Q"))

@@ -5,10 +5,11 @@ peer. A checkpoint is for the rest: a run stopped on purpose (Ctrl-C, SIGTERM), 
 group died at once (the machine, the lighthouse), continues with ``--resume`` from the newest valid one.
 
 Who saves: after every ``K``-th committed step, one replica group, the first participant of the step's
-quorum (``Manager.participating_rank() == 0``), on its rank 0 only. After a committed step every group
-holds the same model, optimizer and schedule (that is torchft's invariant: a step commits on every
-participant or on none), so one copy is the whole state and ``G`` copies would only multiply the writes
-by ``G``; torchft's own guidance is likewise one checkpoint per replica group, not per replica. The
+quorum (``Manager.participating_rank() == 0``), on its rank 0 only. The groups at the newest step hold
+the same model, optimizer and schedule: torchft's ``should_commit`` is a vote within one group (groups may
+differ), and a group that did not commit a step is behind in step count and heals from one that did at
+its next quorum. So one copy from a group at the newest step is the whole state, and ``G`` copies would
+only multiply the writes by ``G``; torchft's own guidance is likewise one checkpoint per replica group. The
 saving group's time is booked ``checkpoint_save``; the others wait for it in the next quorum
 (``straggler_wait``). The format is the one-process engine's (:func:`~goodputlab.checkpoints.state.capture_state`,
 committed atomically with a manifest by :class:`~goodputlab.checkpoints.store.CheckpointStore`), the RNG

@@ -15,7 +15,9 @@ itself. Each replica group:
 2. trains on its slice of every step's global batch (rank ``k`` of replica ``r``, groups of ``R``
    ranks, reads slice ``r * R + k`` of ``G * R``); :func:`group_gradient` averages the gradient inside
    the group (a plain all-reduce, as DDP's), :func:`average_gradients` over the groups in the step's
-   quorum, and ``torchft.Optimizer`` steps only when every participant committed;
+   quorum, and ``torchft.Optimizer`` steps only when the group's ``should_commit`` vote says yes (every rank
+   of this group had a clean step and enough groups took part: a vote within the group, not across
+   groups; a group that did not commit a step the others did is behind in step count and heals);
 3. when relaunched after a failure, heals in its first quorum: fetches the live state from a
    healthy peer and continues from the peer's step (booked as its restore).
 
@@ -225,9 +227,12 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, r
             local, samples = group_gradient(model, size), batch["idx"].tolist()
         grad_ready = events.now()
         average_gradients(manager, model, local)  # over the quorum's replicas
-        optimizer.step()  # only when every participant committed
+        optimizer.step()  # only when this group's should_commit vote says yes (its ranks' errors and the quorum's size)
         committed = manager.current_step() > step
-        kept = None if committed else (step, loss, local, samples)
+        # --ft-failed-step reuse (this loop's): keep the gradient of a try that was not committed, for the retry;
+        # recompute (torchft's OptimizerWrapper): the retry computes the step again
+        keep = not committed and config.ft_failed_step == "reuse"
+        kept = (step, loss, local, samples) if keep else None
         if committed:
             scheduler.step()
             loss_value = loss.item()
@@ -235,7 +240,7 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, r
                 ft_checkpoint.save(run_dir, config, events, built, step + 1, batch_size)  # one group saves
         else:  # from the gradient on, this try waited on a failed all-reduce: the failure's cost, not compute
             events.emit(E.W_SYNC_WAIT, step=step, t=grad_ready, failed=True)
-        events.emit(E.W_STEP_END, step=step, loss=loss.item(), committed=committed, grad_kept=not committed,
+        events.emit(E.W_STEP_END, step=step, loss=loss.item(), committed=committed, grad_kept=keep,
                     participants=manager.num_participants(), samples=samples)
 
     final = {"final_state_sha256": state_sha256(model), "final_loss": loss_value}

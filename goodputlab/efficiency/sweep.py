@@ -19,6 +19,7 @@ repeats step for step. Runs in the calling process (no supervisor: nothing fails
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -153,15 +154,18 @@ def measure_throughput(lab: Lab, progress: ProgressCallback | None = None) -> Th
     return Throughput(times)
 
 
-def train_to_target(lab: Lab, batch_size: int, progress: ProgressCallback | None = None, done: int = 0) -> Trajectory:
+def train_to_target(lab: Lab, batch_size: int, progress: ProgressCallback | None = None, done: int = 0,
+                    lr: float | None = None) -> Trajectory:
     """Train a fresh model at ``batch_size`` until the held-out loss reaches the target (or the budget runs out).
 
     The held-out loss is measured after step 1, 2, ... and then at steps growing by
-    ``eval_growth``; the noise-scale tracker's state is recorded beside it.
+    ``eval_growth``; the noise-scale tracker's state is recorded beside it. ``lr``: one learning
+    rate for every step and batch size (a degraded step of in-job recovery, chapter 11); None: the
+    sweep's rule.
     """
     cfg = lab.config
     m = batch_size
-    model, optimizer = lab.fresh_model(cfg.lr_at(m))
+    model, optimizer = lab.fresh_model(cfg.lr_at(m) if lr is None else lr)
     params = [p for p in model.parameters() if p.requires_grad]
     tracker = NoiseScaleTracker(cfg.noise_window)
     traj = Trajectory(m)
@@ -171,9 +175,9 @@ def train_to_target(lab: Lab, batch_size: int, progress: ProgressCallback | None
     next_eval = 1
     start = time.perf_counter()
     for i, (x, y) in enumerate(lab.batches(m, cfg.max_steps)):
-        lr = cfg.lr_at(m, tracker.noise_scale if tracker.updates else float("inf"))
+        step_lr = cfg.lr_at(m, tracker.noise_scale if tracker.updates else float("inf")) if lr is None else lr
         for group in optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = step_lr
         loss, small_sq, big_sq = half_batch_step(params, lambda sl: model(x[sl], y[sl])[1], m)
         tracker.update(small_sq, big_sq, m // 2, m)
         optimizer.step()
@@ -181,7 +185,7 @@ def train_to_target(lab: Lab, batch_size: int, progress: ProgressCallback | None
         diverged = not math.isfinite(loss)
         if steps == next_eval or steps == cfg.max_steps or diverged:
             held = lab.held_out_loss(model)
-            traj.add(steps, held, tracker.noise_scale, tracker.grad_sq, tracker.trace_sigma, lr)
+            traj.add(steps, held, tracker.noise_scale, tracker.grad_sq, tracker.trace_sigma, step_lr)
             if progress is not None:
                 progress(SweepProgress("train", m, done, total, steps, held, tracker.noise_scale))
             if held <= cfg.target_loss:
@@ -242,6 +246,18 @@ def machine_info(threads: int) -> dict:
     }
 
 
+@contextlib.contextmanager
+def torch_threads(threads: int):
+    """``torch``'s thread count set to ``threads`` for a block, and restored after (a busy machine's cores
+    oversubscribed by torch's default threads slow a small model's steps many times over)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 def run_sweep(
     config: SweepConfig | None = None,
     progress: ProgressCallback | None = None,
@@ -266,9 +282,7 @@ def run_sweep(
     if base_run is not None and base_run.batch_size != config.base_batch:
         raise ValueError(f"base_run trained batch {base_run.batch_size}, not the base batch {config.base_batch}")
     started = time.perf_counter()
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(config.threads)
-    try:
+    with torch_threads(config.threads):
         lab = Lab(config)
         if throughput is None:
             throughput = measure_throughput(lab, progress)
@@ -280,6 +294,4 @@ def run_sweep(
             trajectories[m] = train_to_target(lab, m, progress, done=k + 1)
         if progress is not None:
             progress(SweepProgress("done", config.batch_sizes[-1], len(config.batch_sizes) + 1, len(config.batch_sizes) + 1))
-    finally:
-        torch.set_num_threads(previous_threads)
     return SweepResult(config, throughput, trajectories, machine_info(config.threads), time.perf_counter() - started)

@@ -38,6 +38,9 @@ MAX_STORAGE_MBPS = 1e6  # a terabyte a second: far past any disk, which then set
 MAX_PER_BATCH_MS = 60_000.0  # a minute of emulated latency or transform per batch
 MAX_STRAGGLER_FACTOR = launch.MAX_STRAGGLER_FACTOR  # a step 100 times its time; more is a hang, not a straggler
 DEFAULT_HANG_TIMEOUT_S = 5.0  # the watchdog's timeout when --failure-mode hang gives none
+#: --ft-failed-step: a survivor of a failed all-reduce reduces its kept gradient again (``reuse``), or computes
+#: the step again as torchft's own OptimizerWrapper makes a loop do (``recompute``; docs/IN_JOB_RECOVERY.md)
+FT_FAILED_STEP = ("reuse", "recompute")
 
 #: The groups of ``goodputlab run --help``, in order.
 GROUPS = ("training", "checkpoints", "failures", "distributed", "input pipeline", "output")
@@ -234,6 +237,12 @@ class RunConfig:
         "this many ranks, data-parallel inside the group and joined across groups by torchft",
         validate.Whole(1, launch.MAX_NPROC, unit="ranks"), "distributed", "R",
     )
+    ft_failed_step: str = setting(
+        "reuse", "with --fault-tolerance torchft: what a survivor does with a step whose all-reduce failed (a peer died): "
+        "reuse (reduce the gradient it kept again over the next quorum: this lab's loop) or recompute (skip the step "
+        "and compute it again: torchft's OptimizerWrapper)",
+        validate.Choice(FT_FAILED_STEP), "distributed", "MODE",
+    )
     emulate_nodes: int = setting(
         0, "emulate this many machines on this one, each in a network namespace of its own on a private bridge, "
         "--nproc ranks each (with --fault-tolerance torchft: one replica group each, --nproc N; "
@@ -415,9 +424,15 @@ def _loader_death_needs_workers(c: RunConfig) -> None:
     )
 
 
+def _failed_step_is_torchfts(c: RunConfig) -> None:
+    check(c.ft_failed_step == "reuse" or c.fault_tolerance == "torchft", "ft_failed_step", c.ft_failed_step,
+          "reuse without --fault-tolerance torchft (a torchrun job restarts every rank: no survivor retries a step)")
+
+
 _RULES_BETWEEN_FIELDS: dict[str, Callable[[RunConfig], None]] = {
     "batch_size": _batch_size_fits_the_data,
     "kill_at_steps": _kills_inside_the_run,
+    "ft_failed_step": _failed_step_is_torchfts,
     "straggler_rank": launch.check_scale_out,  # the last distributed field: the launch, the batch split, ckpt
     "prefetch": _prefetch_needs_workers,
     "persistent_workers": _persistent_workers_need_workers,

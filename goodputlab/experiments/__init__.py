@@ -21,8 +21,11 @@ what they measured, and puts a model of :mod:`goodputlab.theory` beside them:
   its goodput beside the simulator's, the gap split by the lab model replayed on its own failures (chapter 7);
 - :mod:`~goodputlab.experiments.emulated_nodes`: a cluster of emulated nodes (network namespaces)
   that loses a node whole, a spare node in its place, and a recording of it (chapter 7);
-- :mod:`~goodputlab.experiments.in_job`: the same kills restarted from a checkpoint and
-  recovered in-job by torchft, and a compact recording of the pair (chapter 11);
+- :mod:`~goodputlab.experiments.in_job`: restart from a checkpoint against torchft's in-job recovery on
+  the same failure draws at a cluster's ratios, the survivors' failed step kept or computed again, and a
+  compact recording of the runs (chapter 11);
+- :mod:`~goodputlab.experiments.degraded_step`: what a degraded step is worth, measured on the lab's model
+  at a fixed learning rate beside McCandlish et al.'s model (chapter 11);
 - :mod:`~goodputlab.experiments.scale_model`: the lab calibrated and set at a cluster's ratios, and
   each run's ratios beside the cluster's (every chapter's runs).
 
@@ -34,7 +37,8 @@ from __future__ import annotations
 
 import importlib
 
-_MODULES = ("checkpoint_stall", "data_stall", "emulated_nodes", "in_job", "interval_sweep", "recovery", "scale_model", "scale_out", "scaling", "strategy_compare")
+_MODULES = ("checkpoint_stall", "data_stall", "degraded_step", "emulated_nodes", "in_job", "interval_sweep", "recovery",
+            "scale_model", "scale_out", "scaling", "strategy_compare")
 
 
 def __getattr__(name: str):
