@@ -102,7 +102,7 @@ def relaunch_floor_s(result) -> float:
 def step_s(result) -> float:
     """A run's pace: the median seconds from one committed step to the next of its replica 0 (or its only worker),
     within one launch: the data, the compute, the quorum and the bookkeeping of a step."""
-    from ..engine import events as E
+    from ..measure import events as E
 
     ends = [(e["attempt"], e["t"]) for e in result.events if e["kind"] == E.W_STEP_END and e.get("committed", True)
             and e.get("replica", 0) == 0]
@@ -217,7 +217,7 @@ def costed_rows(rows: list[dict[str, Any]], config, parameters: float, step_s: f
 
 def _kills(result) -> list[dict[str, Any]]:
     """Each failure: its time (s), the replica it struck (torchft) and the steps the job had committed then."""
-    from ..engine import events as E
+    from ..measure import events as E
 
     done, out = 0, []
     for e in result.events:  # in time order
@@ -359,7 +359,7 @@ def find_recording(start: str | Path = ".") -> Path:
 
 def _binned(parts, bin_s: float) -> list[tuple[float, float, str]]:
     """``(start, end, category)`` stretches at a resolution of ``bin_s`` seconds (:func:`binned`)."""
-    from ..engine.ledger import TimelineBins, coalesce
+    from ..measure.ledger import TimelineBins, coalesce
 
     gathered = TimelineBins(bin_s)
     for start, end, category in parts:
@@ -370,7 +370,7 @@ def _binned(parts, bin_s: float) -> list[tuple[float, float, str]]:
 def binned(timeline: Mapping[str, Any], bin_s: float) -> list[tuple[float, float, str]]:
     """The timeline at a chart's resolution: stretches shorter than ``bin_s`` seconds gathered in bins, each
     bin drawn as its categories side by side, each as long as its time in the bin (the main timeline's
-    binning, :class:`~goodputlab.engine.ledger.TimelineBins`), neighbours of one category merged. So every
+    binning, :class:`~goodputlab.measure.ledger.TimelineBins`), neighbours of one category merged. So every
     category keeps its booked time: a step's data wait of a few milliseconds still shows, summed over a bin."""
     return [(round(a, 3), round(b, 3), c) for a, b, c in _binned(stretches(timeline), bin_s)]
 
