@@ -29,7 +29,9 @@ import socket
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..measure import events as E
 from ..engine.config import RunConfig
@@ -38,23 +40,64 @@ from ..procs import die_with_parent
 from .joblog import RANK_LOG, RANKS_DIR, SUPERVISOR_LOG
 
 
+@dataclass
+class RankRun:
+    """What one rank trains with, built by :func:`set_up`."""
+
+    config: RunConfig
+    rank: Any  # ranks.Rank: this rank's place in the job and its process groups
+    device: Any
+    model: Any
+    wrapped: Any  # the model wrapped for data parallelism
+    optimizer: Any
+    scheduler: Any
+    kind: str  # parallel.DDP or FSDP
+    clock: Any  # parallel.SyncClock: times the wait in the all-reduce
+    dataset: Any
+    store: Any
+    batch_size: int
+    state_bytes: int
+
+
 def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
     """Resume or start, train to ``config.steps`` with the job's other ranks; returns what this rank ended with."""
-    import torch
     import torch.distributed as dist
 
-    from ..checkpoints.interval import AutoInterval
-    from ..checkpoints.store import CheckpointStore, state_file_cap
-    from ..engine.config import AUTO
     from ..engine.worker import should_save
-    from ..pipeline.loader import SlowStorageDataset, data_file, make_loader
-    from ..pipeline.prefetch import DevicePrefetcher, device_batches
-    from ..training.model import count_params
+    from . import parallel, ranks
+
+    run = set_up(config, run_dir, events, env)
+    start, ram = resume(run, events)
+    batches = start_pipeline(run, start, events)
+    checkpointer, auto, time_based = make_checkpointer(run, start, events, env, run_dir, ram)
+
+    # --- the training loop ---------------------------------------------------------------------
+    run.wrapped.train()
+    loop = (run.config, start, batches, events, run.clock, run.device, run.wrapped, run.optimizer, run.scheduler,
+            checkpointer, auto, time_based, run.batch_size, should_save)
+    if config.ckpt_jit and run.kind == parallel.DDP:  # a failure seen here: save before the group restarts (jit.py)
+        loss_value = _loop_saving_just_in_time(run, start, loop, events, env)
+    else:
+        loss_value = _loop(*loop, None)
+    final = _finish(run, checkpointer, ram, loss_value, events)
+    del batches
+    dist.barrier(group=run.rank.ckpt_group)  # no rank leaves while another still needs the groups
+    ranks.teardown()
+    return final
+
+
+def set_up(config: RunConfig, run_dir: Path, events: EventWriter, env) -> RankRun:
+    """Join the job, build the same model from the same seed on every rank (wrapped for data parallelism),
+    the data set and the checkpoint store; write the rank's ``worker_info``."""
+    import torch
+
+    from ..checkpoints.store import CheckpointStore, state_file_cap
+    from ..pipeline.loader import SlowStorageDataset, data_file
     from ..training.eager import skip_compiler_import
+    from ..training.model import count_params
     from ..training.objects import build_training, make_deterministic
     from ..training.workload import PRESETS
     from . import parallel, ranks, sharded
-    from .sharding import ShardedStepSampler
     from .straggler import Straggler
 
     skip_compiler_import()  # a rank never compiles: its AdamW need not import TorchDynamo (DDP imports it anyway)
@@ -72,7 +115,6 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
     if kind == parallel.FSDP:  # the parameters are sharded now: the optimizer must hold the shards
         optimizer, scheduler = _rebuild_optimizer(optimizer, scheduler, wrapped.parameters())
     sharded.seed_rank_rng(config.seed, rank.rank, 0)  # each rank draws its own dropout masks
-    batch_size = config.resolved_batch_size()
     if rank.is_coordinator:  # generated once (a pure function of the seed), then read by all
         data_file(run_dir / "data", preset, config.seed)
     rank.agree(True)
@@ -86,19 +128,20 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
     store = CheckpointStore.of_run(run_dir, keep=config.keep, max_file_bytes=state_file_cap(preset.state_bytes),  # this job's
                                    storage_bps=config.storage_bps())
     events.emit(
-        E.M_WORKER_INFO,
-        device=str(device),
-        params=count_params(model),
-        state_bytes=preset.state_bytes,
-        torch=torch.__version__,
-        pid=os.getpid(),
-        rank=rank.rank,
-        world_size=rank.world_size,
-        backend=rank.backend,
+        E.M_WORKER_INFO, device=str(device), params=count_params(model), state_bytes=preset.state_bytes,
+        torch=torch.__version__, pid=os.getpid(), rank=rank.rank, world_size=rank.world_size, backend=rank.backend,
         parallelism=kind,
     )
+    return RankRun(config, rank, device, model, wrapped, optimizer, scheduler, kind, clock, dataset, store,
+                   config.resolved_batch_size(), preset.state_bytes)
 
-    # --- resume, all ranks from the same checkpoint ----------------------------------------
+
+def resume(run: RankRun, events: EventWriter) -> tuple[int, Any]:
+    """All ranks restore the same checkpoint (or the RAM tier's snapshot): ``(the step to start from, the RAM
+    tier or None)``."""
+    from . import sharded
+
+    config, rank, store, batch_size = run.config, run.rank, run.store, run.batch_size
     start = 0
     if store.list():
         events.emit(E.W_RESTORE)
@@ -107,7 +150,8 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
             if rank.is_coordinator:
                 events.emit(E.M_CKPT_INVALID, ckpt_step=c.step, tier=c.tier, reason=why)
 
-        found = sharded.restore_newest(store, rank, wrapped, optimizer, scheduler, seed=config.seed, on_invalid=on_invalid)
+        found = sharded.restore_newest(store, rank, run.wrapped, run.optimizer, run.scheduler, seed=config.seed,
+                                       on_invalid=on_invalid)
         if found is not None:
             if found.data.get("batch_size") != batch_size:
                 raise RuntimeError(
@@ -117,7 +161,6 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
             start = found.step
             events.emit(E.M_RESTORED, ckpt_step=start, source="disk", path=found.checkpoint.path.name,
                         layout=found.layout, written_by=found.world_size, rng=found.rng)
-
     ram = None
     if config.ckpt == "memory":  # the RAM tier of many ranks: this node's RAM, and a copy on its neighbour
         from . import node_ram
@@ -125,97 +168,110 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, env) -> dict:
         ram = node_ram.NodeRam(rank.rank)
         if not store.list() and ram.offers():  # (with disk checkpoints, the restore began above)
             events.emit(E.W_RESTORE)
-        restored = node_ram.restore(ram, rank, wrapped, optimizer, scheduler, device, start, events)
+        restored = node_ram.restore(ram, rank, run.wrapped, run.optimizer, run.scheduler, run.device, start, events)
         if restored is not None:
             start, data = restored
             if data.get("batch_size") != batch_size:
                 raise RuntimeError(f"the RAM snapshot was written with batch size {data.get('batch_size')}, "
                                    f"this run uses {batch_size}: the data position would not line up")
+    return start, ram
 
-    # --- start the input pipeline: this rank's shard of every step's batch ---------------------
+
+def start_pipeline(run: RankRun, start: int, events: EventWriter):
+    """The input pipeline from step ``start``: this rank's shard of every step's batch."""
+    from ..pipeline.loader import make_loader
+    from ..pipeline.prefetch import DevicePrefetcher, device_batches
+    from .sharding import ShardedStepSampler
+
+    config, device = run.config, run.device
     events.emit(E.W_WARMUP, step=start)
-    sampler = ShardedStepSampler(len(dataset), batch_size, config.seed, start, config.steps, rank.rank, rank.world_size)
+    sampler = ShardedStepSampler(len(run.dataset), run.batch_size, config.seed, start, config.steps, run.rank.rank,
+                                 run.rank.world_size)
     loader = make_loader(
-        dataset,
-        sampler,
-        config.workers,
-        config.prefetch,
-        pin_memory=config.pin_memory and device.type == "cuda",
-        persistent_workers=config.persistent_workers,
-        seed=config.seed,
+        run.dataset, sampler, config.workers, config.prefetch, pin_memory=config.pin_memory and device.type == "cuda",
+        persistent_workers=config.persistent_workers, seed=config.seed,
     )
     batches = device_batches(loader, device, config.device_prefetch)
     events.emit(
-        E.M_PIPELINE_INFO,
-        workers=loader.num_workers,
-        prefetch_factor=loader.prefetch_factor,
-        pin_memory=loader.pin_memory,
-        persistent_workers=loader.persistent_workers,
-        device_prefetch=isinstance(batches, DevicePrefetcher),
-        shard=[sampler.start, sampler.stop],
+        E.M_PIPELINE_INFO, workers=loader.num_workers, prefetch_factor=loader.prefetch_factor,
+        pin_memory=loader.pin_memory, persistent_workers=loader.persistent_workers,
+        device_prefetch=isinstance(batches, DevicePrefetcher), shard=[sampler.start, sampler.stop],
     )
+    return batches
+
+
+def make_checkpointer(run: RankRun, start: int, events: EventWriter, env, run_dir: Path, ram):
+    """The rank's sharded checkpointer (behind the RAM tier with ``--ckpt memory``), and with
+    ``--ckpt-every auto`` the interval's estimator (rank 0 decides for all): ``(checkpointer, auto, time_based)``."""
+    from ..checkpoints.interval import AutoInterval
+    from ..engine.config import AUTO
+    from . import sharded
+
+    config = run.config
     checkpointer = sharded.ShardedCheckpointer(
-        store,
-        rank,
+        run.store,
+        run.rank,
         on_commit=lambda s, **info: events.emit(E.M_CKPT_COMMIT, ckpt_step=s, **info),
         asynchronous=config.ckpt in ("async", "dcp"),
         attempt=env.restart_count,
-        parallelism=kind,
+        parallelism=run.kind,
         on_part=lambda s, **info: events.emit(E.M_CKPT_PART, ckpt_step=s, **info),
     )
     if ram is not None:
+        from . import node_ram
+
         checkpointer = node_ram.RamCheckpointer(ram, checkpointer, events, config.memory_disk_every, start)
     auto = None
-    if config.ckpt_every == AUTO and rank.is_coordinator:  # rank 0 decides for all (see _save_now)
-        auto = AutoInterval.from_events(_earlier_events(run_dir, events.path), state_bytes=preset.state_bytes)
+    if config.ckpt_every == AUTO and run.rank.is_coordinator:  # rank 0 decides for all (see _save_now)
+        auto = AutoInterval.from_events(_earlier_events(run_dir, events.path), state_bytes=run.state_bytes)
         events.emit(E.M_CKPT_INTERVAL, step=start, **auto.describe(events.now()))
-    time_based = config.ckpt_every == AUTO or config.ckpt_every_s is not None
+    return checkpointer, auto, config.ckpt_every == AUTO or config.ckpt_every_s is not None
 
-    # --- the training loop ---------------------------------------------------------------------
-    wrapped.train()
-    if config.ckpt_jit and kind == parallel.DDP:  # a failure seen here: save before the group restarts (jit.py)
-        from . import jit
 
-        jit.raise_on_sigterm()
-        progress = {"done": start}
-        try:
-            _loop(config, start, batches, events, clock, device, wrapped, optimizer, scheduler, checkpointer, auto,
-                  time_based, batch_size, should_save, progress)
-        except (RuntimeError, jit.GroupStopping):
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # torchrun's stop waits for the save (then SIGKILL)
-            done, saved = progress["done"], False
-            if done > start and done not in {c.step for c in store.list()}:  # newer than every checkpoint
-                t = events.now()
-                saved = jit.save_just_in_time(store, wrapped, optimizer, scheduler, done,
-                                      {"step": done, "samples_consumed": done * batch_size, "batch_size": batch_size},
-                                      env.restart_count, kind,
-                                      lambda s, **info: events.emit(E.M_CKPT_COMMIT, ckpt_step=s, jit=True,
-                                                                    save_s=round(events.now() - t, 6), **info))
-            # leave at once, as a SIGTERM would have: the interpreter's teardown of torch and the broken
-            # group takes seconds, and torchrun's restart waits for every rank to be gone
-            events.close()
-            traceback.print_exc()  # what was seen (a bug that is no failure shows here too)
-            print(f"rank {rank.rank}: a failure seen after {done} steps; "
-                  + ("saved a just-in-time checkpoint" if saved else "no just-in-time save by this rank"), file=sys.stderr)
-            sys.stderr.flush()
-            os._exit(1)
-        loss_value = progress["loss"]
-    else:
-        loss_value = _loop(config, start, batches, events, clock, device, wrapped, optimizer, scheduler, checkpointer,
-                           auto, time_based, batch_size, should_save, None)
+def _loop_saving_just_in_time(run: RankRun, start: int, loop: tuple, events: EventWriter, env) -> float:
+    """:func:`_loop` with ``--ckpt-jit``: a failure seen by this rank is a just-in-time save of the state it
+    holds, then an exit at once (torchrun restarts the group)."""
+    from . import jit
 
+    jit.raise_on_sigterm()
+    progress = {"done": start}
+    try:
+        _loop(*loop, progress)
+    except (RuntimeError, jit.GroupStopping):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # torchrun's stop waits for the save (then SIGKILL)
+        done, saved, store, batch_size = progress["done"], False, run.store, run.batch_size
+        if done > start and done not in {c.step for c in store.list()}:  # newer than every checkpoint
+            t = events.now()
+            saved = jit.save_just_in_time(store, run.wrapped, run.optimizer, run.scheduler, done,
+                                          {"step": done, "samples_consumed": done * batch_size, "batch_size": batch_size},
+                                          env.restart_count, run.kind,
+                                          lambda s, **info: events.emit(E.M_CKPT_COMMIT, ckpt_step=s, jit=True,
+                                                                        save_s=round(events.now() - t, 6), **info))
+        # leave at once, as a SIGTERM would have: the interpreter's teardown of torch and the broken
+        # group takes seconds, and torchrun's restart waits for every rank to be gone
+        events.close()
+        traceback.print_exc()  # what was seen (a bug that is no failure shows here too)
+        print(f"rank {run.rank.rank}: a failure seen after {done} steps; "
+              + ("saved a just-in-time checkpoint" if saved else "no just-in-time save by this rank"), file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(1)
+    return progress["loss"]
+
+
+def _finish(run: RankRun, checkpointer, ram, loss_value: float, events: EventWriter) -> dict:
+    """The final save made durable, the final state's hash, and the end of the rank's log."""
+    from . import parallel
+
+    config, batch_size = run.config, run.batch_size
     if ram is not None:
-        checkpointer.finalize(wrapped, optimizer, scheduler, config.steps,
+        checkpointer.finalize(run.wrapped, run.optimizer, run.scheduler, config.steps,
                               {"step": config.steps, "samples_consumed": config.steps * batch_size, "batch_size": batch_size})
     else:
         checkpointer.finalize()
-    final = {"final_state_sha256": parallel.full_state_sha256(wrapped, kind), "final_loss": loss_value}
+    final = {"final_state_sha256": parallel.full_state_sha256(run.wrapped, run.kind), "final_loss": loss_value}
     events.emit(E.M_FINISH, step=config.steps, **final)
     events.emit(E.W_EXIT)
     checkpointer.close()
-    del batches
-    dist.barrier(group=rank.ckpt_group)  # no rank leaves while another still needs the groups
-    ranks.teardown()
     return final
 
 
