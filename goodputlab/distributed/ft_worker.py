@@ -148,20 +148,47 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, r
     """Train to ``config.steps`` with the other replica groups; returns what this replica ended with.
     ``ready``: what a hot spare set up before it was activated (else set up now); ``resume``: this first
     launch of a ``--resume`` starts from the newest valid checkpoint (:mod:`~goodputlab.distributed.ft_checkpoint`)."""
+    import torch.distributed as dist
+
+    from ..training.model import state_sha256
+    from . import ft_checkpoint
+    from .sharding import ShardedStepSampler
+
+    built = ready if ready is not None else Replica(config, run_dir)
+    size = config.group_size
+    manager, optimizer, store, rank = _join(config, events, built, replica, replicas)
+    sampler = ShardedStepSampler(len(built.dataset), config.resolved_batch_size(), config.seed, 0, config.steps,
+                                 replica * size + rank, replicas * size)
+    if events.attempt == 0:  # the first launch: every replica up before the first quorum
+        _wait_for_replicas(run_dir / RANKS_DIR, replica, replicas)
+        if resume:  # every group from the same checkpoint: the first quorum finds them at one step, nobody heals
+            start = ft_checkpoint.restore(run_dir, config, events, built)
+            manager.load_state_dict({"step": start, "batches_committed": start * replicas * size})
+    loss_value = _loop(config, run_dir, events, built, manager, optimizer, sampler, rank)
+    final = {"final_state_sha256": state_sha256(built.model), "final_loss": loss_value}
+    events.emit(E.M_FINISH, step=config.steps, **final)
+    events.emit(E.W_EXIT)
+    if size > 1:
+        # The group's rank 0 hosts its ManagerServer, and shutting it down aborts the server at once: a rank
+        # whose answer to the last should_commit was not yet sent got "transport error" instead (seen under
+        # load). Every rank has its answer once every rank is past the loop.
+        dist.barrier()
+    manager.shutdown(wait=False)
+    del store
+    return final
+
+
+def _join(config: RunConfig, events: EventWriter, built: Replica, replica: int, replicas: int):
+    """This replica group's store and torchft's Manager around its optimizer: ``(manager, optimizer, store, rank)``;
+    the rank's ``worker_info`` written."""
     import torch
     import torch.distributed as dist
     from torchft import Manager, Optimizer, ProcessGroupGloo
 
-    from ..pipeline.loader import BatchRequest
-    from ..training.model import count_params, state_sha256
-    from . import ft_checkpoint
+    from ..training.model import count_params
     from .binding import listening_socket
-    from .sharding import ShardedStepSampler
 
-    built = ready if ready is not None else Replica(config, run_dir)
-    preset, device, dataset = built.preset, built.device, built.dataset
     model, inner_optimizer, scheduler = built.model, built.optimizer, built.scheduler
-    batch_size = config.resolved_batch_size()
     size, host = config.group_size, bind_address()
     if size > 1:  # a rank of a torchrun job: the group's store (its rank 0's, on loopback) and process group
         store, rank, port = group_store()
@@ -170,7 +197,6 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, r
         port, rank = sock.getsockname()[1], 0
         store = dist.TCPStore(host, port, 1, True, timedelta(seconds=FT_TIMEOUT_S), master_listen_fd=sock.detach())
         os.environ.update(MASTER_ADDR=host, MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1")
-    sampler = ShardedStepSampler(len(dataset), batch_size, config.seed, 0, config.steps, replica * size + rank, replicas * size)
 
     def state_dict() -> dict:
         return {"model": model.state_dict(), "optim": inner_optimizer.state_dict(), "sched": scheduler.state_dict()}
@@ -188,16 +214,20 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, r
         rank=rank, world_size=size,
         timeout=timedelta(seconds=FT_TIMEOUT_S), quorum_timeout=timedelta(seconds=120),
     )
-    optimizer = Optimizer(manager, inner_optimizer)
-    events.emit(E.M_WORKER_INFO, device=str(device), params=count_params(model), state_bytes=preset.state_bytes,
+    events.emit(E.M_WORKER_INFO, device=str(built.device), params=count_params(model), state_bytes=built.preset.state_bytes,
                 torch=torch.__version__, pid=os.getpid(), rank=rank, world_size=size, replica=replica,
                 replicas=replicas, backend="gloo", parallelism="torchft")
+    return manager, Optimizer(manager, inner_optimizer), store, rank
 
-    if events.attempt == 0:  # the first launch: every replica up before the first quorum
-        _wait_for_replicas(run_dir / RANKS_DIR, replica, replicas)
-        if resume:  # every group from the same checkpoint: the first quorum finds them at one step, nobody heals
-            start = ft_checkpoint.restore(run_dir, config, events, built)
-            manager.load_state_dict({"step": start, "batches_committed": start * replicas * size})
+
+def _loop(config: RunConfig, run_dir: Path, events: EventWriter, built: Replica, manager, optimizer, sampler,
+          rank: int) -> float:
+    """The training loop under torchft's quorum, to ``config.steps``; returns the last committed loss."""
+    from ..pipeline.loader import BatchRequest
+    from . import ft_checkpoint
+
+    model, scheduler, dataset, size = built.model, built.scheduler, built.dataset, config.group_size
+    batch_size = config.resolved_batch_size()
     loss_value, first = float("nan"), True
     kept = None  # (step, loss, this replica's gradient, samples) of a try whose all-reduce failed: not computed again
     model.train()
@@ -242,18 +272,7 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, replica: int, r
             events.emit(E.W_SYNC_WAIT, step=step, t=grad_ready, failed=True)
         events.emit(E.W_STEP_END, step=step, loss=loss.item(), committed=committed, grad_kept=keep,
                     participants=manager.num_participants(), samples=samples)
-
-    final = {"final_state_sha256": state_sha256(model), "final_loss": loss_value}
-    events.emit(E.M_FINISH, step=config.steps, **final)
-    events.emit(E.W_EXIT)
-    if size > 1:
-        # The group's rank 0 hosts its ManagerServer, and shutting it down aborts the server at once: a rank
-        # whose answer to the last should_commit was not yet sent got "transport error" instead (seen under
-        # load). Every rank has its answer once every rank is past the loop.
-        dist.barrier()
-    manager.shutdown(wait=False)
-    del store
-    return final
+    return loss_value
 
 
 def group_store():
