@@ -187,7 +187,9 @@ def test_notebook_reads_well_in_jupyterlab(rel, ahead, shots):
         assert "has not been properly enabled" not in body
         assert "official Jupyter news" not in body  # `make lab` switches the news feed off
         if rel == "book/01_what_is_goodput.ipynb":
-            assert panels == 1
+            cells = json.loads((ROOT / rel).read_text())["cells"]
+            checks = sum("gl.widgets.self_check(" in "".join(c["source"]) for c in cells if c["cell_type"] == "code")
+            assert panels == 1 + checks  # the run panel, and each self-check's question
             _drive_chapter_1(reader)
             assert not reader.problems(), "after a second run"
         reader.close_notebook()

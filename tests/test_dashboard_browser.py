@@ -97,7 +97,7 @@ def test_dashboard_lever_run_and_charts(dashboard, tmp_path):
         page.wait_for_selector("text=theory predicts", timeout=120_000)
         page.wait_for_function("document.querySelectorAll('.vega-embed svg, .vega-embed canvas').length >= 2", timeout=60_000)
         body = page.inner_text("body")
-        assert "press Run" in _svg_texts(page, 0)
+        assert "timeline: goodput" in _svg_texts(page, 0)  # before the first Run: the recorded run nearest the levers
         for label in ("checkpoint strategy", "checkpoint every", "MTBF", "loader workers", "prefetch per worker",
                       "storage latency", "recorded runs"):
             assert label in body, label

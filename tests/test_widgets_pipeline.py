@@ -95,7 +95,10 @@ def _panel_text(widget) -> str:
 
     from goodputlab.widgets.common import panel_static_parts
 
+    from goodputlab.charts.static import Table
+
     texts = [p[0] for p in panel_static_parts(widget) if isinstance(p, tuple)]
+    texts += [" ".join(filter(None, row)) for p in panel_static_parts(widget) if isinstance(p, Table) for row in p.rows]
 
     def walk(w):
         if isinstance(w, W.Box):
