@@ -10,8 +10,6 @@ they wrote; the figures come from their event logs:
 - :func:`mode_runs`: one run per failure mode (``--failure-mode``), each with the same failure;
 - :func:`kill_to_first_step`, :func:`restore_times`: for each failure, the seconds until the next
   worker computes a step, and each restore phase;
-- :func:`lab_ratios`: the ratios that decide whether the lab stands for a cluster, and
-  :data:`CLUSTER_RATIOS`, a large cluster's.
 """
 
 from __future__ import annotations
@@ -149,42 +147,3 @@ def restore_times(result: RunResult | list[dict]) -> list[dict[str, Any]]:
 def median(values) -> float:
     values = list(values)
     return statistics.median(values) if values else float("nan")
-
-
-def lab_ratios(result: RunResult, mtbf_s: float) -> dict[str, float]:
-    """The ratios that decide whether a run stands for a cluster's (chapter 1), measured on ``result``
-    for an MTBF of ``mtbf_s`` seconds:
-
-    ``restart_s`` and ``restart_over_mtbf``: the mean seconds from a failure to the next computed step,
-    and that over the MTBF (a cluster: minutes against hours, a few percent); ``interval_s`` and
-    ``interval_over_mtbf``: the training time between two saves, over the MTBF (how much a failure
-    throws away: a cluster checkpointing every 30 minutes with 2.8 hours between failures, about 0.2);
-    ``save_over_interval``: the blocking time of a save over that interval (a cluster: a minute
-    against 30 minutes, a few percent). NaN where the run gives no measurement (no failure, no save).
-    """
-    restarts = [r["seconds"] for r in kill_to_first_step(result)]
-    b = result.buckets
-    saves = result.summary["checkpoints"]
-    train_s = b["productive"] + b["lost_work"] + b["data_wait"]
-    restart_s = sum(restarts) / len(restarts) if restarts else float("nan")
-    interval_s = train_s / saves if saves else float("nan")
-    save_s = b["checkpoint_save"] / saves if saves else float("nan")
-    return {
-        "restart_s": restart_s,
-        "restart_over_mtbf": restart_s / mtbf_s,
-        "interval_s": interval_s,
-        "interval_over_mtbf": interval_s / mtbf_s,
-        "save_over_interval": save_s / interval_s if saves else float("nan"),
-    }
-
-
-#: The same ratios for a large cluster, with the round numbers of chapter 3's worked example: 8.6
-#: interruptions a day (an MTBF of 2.8 hours), a 10-minute restart, a checkpoint every 30 minutes
-#: that blocks training for a minute.
-CLUSTER_RATIOS = {
-    "restart_s": 600.0,
-    "restart_over_mtbf": 600.0 / (86400 / 8.6),
-    "interval_s": 1800.0,
-    "interval_over_mtbf": 1800.0 / (86400 / 8.6),
-    "save_over_interval": 60.0 / 1800.0,
-}
