@@ -248,14 +248,14 @@ QUESTIONS: tuple[Question, ...] = (
     _q("11-degraded",
        "In a torchft job of 4 replica groups, one group is away relaunching. How is each second booked meanwhile?",
        ["a quarter degraded, the rest as training", "all of it restart", "all of it productive"], 0,
-       "A job of G groups is G equal shares of each second: the missing group's share is degraded, the survivors' "
-       "share is booked as any training.",
+       "Each second splits into one equal share per replica group: the missing group's share is degraded, the "
+       "survivors' shares are booked as any training.",
        "Split each second into one share per replica group."),
     _q("11-batch",
        "Why is a degraded step worth less to the model than a full step?",
        ["its gradient averages over a smaller global batch", "it is never committed", "it is booked as lost work"], 0,
-       "With a group missing, the survivors average over part of the global batch. Unless the batch was above the "
-       "noise scale, the step makes less progress.",
+       "With a group missing, the survivors average over part of the global batch at the same learning rate. That "
+       "noisier step makes less progress, unless the gradient has no noise at all.",
        "How big is the batch a degraded step averages over?"),
     _q("11-limit",
        "When must a job with in-job recovery still restart from its checkpoint?",

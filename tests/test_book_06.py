@@ -52,8 +52,9 @@ def test_chapter_6_hot_spare(executed_notebook):
         assert cold[key] == hot[key], key
     assert hot["hot_spare"] is True and cold["hot_spare"] is False and hot["mtbf"] > 0 and hot["ckpt_storage_mbps"] > 0
     assert all(f >= 1 for f in m["spare_failures"].values())
-    # the forked standby read the newest checkpoint while it waited: a handover restores no file
-    assert 1 <= m["spare_preloaded"] <= m["hot_handovers"]
+    # the forked standby reads the newest checkpoint while it waits: a handover then restores no file (on a loaded
+    # machine a SMOKE run's failure may come before the standby has read it; the committed full-size run holds >= 1)
+    assert 0 <= m["spare_preloaded"] <= m["hot_handovers"], (m["spare_preloaded"], m["hot_handovers"])
     assert m["spare_gain"] == pytest.approx(m["spare_goodput"]["hot spare"] - m["spare_goodput"]["cold restart"])
     printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     assert "recovery / MTBF" in printed and "cluster: Llama 3 405B" in printed and "cold restart" in printed
@@ -63,6 +64,19 @@ def test_chapter_6_hot_spare(executed_notebook):
 def test_chapter_6_committed_outputs_hold_no_warning():
     """The committed chapter (a full-size run) ran at the cluster's ratios: no RestartCostWarning, no warning."""
     assert not committed_warnings(ROOT / CHAPTER)
+
+
+def test_chapter_6_committed_hot_spare_is_the_lever():
+    """The committed chapter (full size): the forked, preloaded hot spare recovered faster than a cold restart, from
+    the state it read while it waited, and kept more of the same run's time (issue 42)."""
+    import nbformat
+
+    from goodputlab.notebook import read_metrics
+    m = read_metrics(nbformat.read(ROOT / CHAPTER, as_version=4))
+    assert m["spare_preloaded"] >= 1 and m["spare_preloaded"] <= m["hot_handovers"]
+    assert 0 < m["hot_restart_s"] < m["cold_restart_s"]
+    assert m["spare_gain"] > 2 * m["spare_gain_stderr"] > 0, (m["spare_gain"], m["spare_gain_stderr"])
+    assert all(f >= 15 for f in m["spare_failures"].values()), m["spare_failures"]
 
 
 def test_chapter_6_draws_its_charts(executed_notebook):

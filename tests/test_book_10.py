@@ -45,7 +45,14 @@ def test_chapter_10_levers_and_ratios(executed_notebook):
     assert g["twice the GPUs"] < 0.90 < ettr["twice the GPUs"]
     lab_save, cluster_save = m["lab_ratios"]["save / MTBF"]
     lab_r, cluster_r = m["lab_ratios"]["recovery / MTBF"]
-    assert lab_save > 10 * cluster_save and lab_r > 5 * cluster_r  # the lab: slow saves, very slow recovery
+    # the lab (book/data/lab_costs.json): saves slower than the cluster's, in units of its MTBF; a forked hot spare
+    # takes each failure, so its recovery is faster than the cluster's 5-minute one
+    import json
+
+    from conftest import ROOT
+    lab = json.loads((ROOT / "book/data/lab_costs.json").read_text())
+    assert lab_save == pytest.approx(lab["save_s"] / lab["mtbf_s"]) and lab_r == pytest.approx(lab["restart_s"] / lab["mtbf_s"])
+    assert lab_save > 10 * cluster_save and lab_r < cluster_r
     assert m["panel_goodput"] == pytest.approx(m["goodput"])
 
 

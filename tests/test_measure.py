@@ -146,11 +146,27 @@ def test_textbook_goodput_uses_the_measured_costs():
     assert got["first_order"] == pytest.approx(0.8 * (1 - waste))
 
 
+def _step_drift_s(events) -> float:
+    """Seconds by which the attempts' steps strayed from the run's mean step: the sum over attempts of
+    |their steps' time - their step count x the mean step| (what a replay at the mean step cannot see)."""
+    from collections import defaultdict
+
+    from goodputlab.measure.ledger import build_ledger
+
+    time_by, steps_by = defaultdict(float), defaultdict(int)
+    for seg in build_ledger(events).segments:
+        if seg.kind in (E.W_COMPUTE, E.W_DATA_WAIT, E.W_STEP_END):
+            time_by[seg.attempt] += seg.duration
+            steps_by[seg.attempt] += seg.kind == E.W_COMPUTE
+    mean = sum(time_by.values()) / max(1, sum(steps_by.values()))
+    return sum(abs(time_by[a] - steps_by[a] * mean) for a in time_by)
+
+
 @pytest.mark.parametrize("clock", ["train", "wall"])
 def test_real_run_matches_the_replayed_model(tmp_path, clock):
     # With MTBF 20 s, seed 0 draws 1.28, 0.08 and 19.96 s for the first three exposures.
-    # wall: the clock runs from each launch, so the first two kills strike workers still
-    # launching (importing torch takes longer than 1.3 s), then an attempt has time to finish.
+    # wall: the clock runs from each launch, so the second kill strikes a worker still launching,
+    # then an attempt has time to finish.
     # train: the clock runs from each worker's first step, so both kills strike training
     # (200 steps take longer than 1.3 s, and far less than 20 s, on a quiet or a busy machine).
     # Away from any threshold, so a slow or busy machine cannot change the story. The model fed
@@ -163,17 +179,22 @@ def test_real_run_matches_the_replayed_model(tmp_path, clock):
     s = result.summary
     assert s["completed"] and s["failures"] == 2
     lost = s["buckets"]["lost_work"]
-    assert lost > 0 if clock == "train" else lost == 0  # train: the kills struck training; wall: launches
+    # train: the kills struck training. wall: the second kill (0.08 s) strikes a launch; the first (1.28 s) strikes a
+    # launch or, where a forked worker starts training sooner, its first steps: either way the replay must follow.
+    assert lost > 0 if clock == "train" else lost >= 0
 
     tm = measure_timings(result.events)
     assert 0.001 < tm.compute_s < 1.0
-    assert 1.3 < tm.launch_s < 30.0
+    assert 0.01 < tm.launch_s < 30.0  # a launch (a fork of a server that imported torch, or a fresh process)
     assert 0.1 <= tm.relaunch_delay_s < 0.5
 
     replayed = predict_measured(result.events, config, replay=True)
     assert replayed.failures == 2
-    assert replayed.goodput == pytest.approx(s["goodput"], abs=0.02)
-    assert replayed.wall_s == pytest.approx(s["wall_s"], rel=0.05)
+    # the replay prices every step at the run's mean step; on a busy machine the steps of one attempt run slower
+    # than another's. The tolerance is that drift, measured in this run (issue 42): no fixed bet on the load.
+    drift = _step_drift_s(result.events)
+    assert replayed.goodput == pytest.approx(s["goodput"], abs=0.01 + 2 * drift / s["wall_s"]), (drift, s["wall_s"])
+    assert replayed.wall_s == pytest.approx(s["wall_s"], abs=0.05 * s["wall_s"] + drift)
     for category in ("productive", "restart", "startup"):
         assert replayed.buckets[category] == pytest.approx(s["buckets"][category], rel=0.1, abs=0.1), category
 
