@@ -121,6 +121,17 @@ def self_check_cell(key: str) -> nbformat.NotebookNode:
     return cell
 
 
+def _keep_count(cell: nbformat.NotebookNode, executed: dict) -> nbformat.NotebookNode:
+    """``cell`` with the execution count of the executed cell it replaces, where that cell's output is the same
+    static form: an executed chapter stays as `make notebooks` left it (nbval reads a count-less cell with
+    outputs as unrun)."""
+    old = executed.get(cell.id)
+    if old is not None and old.outputs and old.outputs[-1].get("data") == cell.outputs[0].data:
+        cell.execution_count = old.execution_count
+        cell.outputs[0].execution_count = old.outputs[-1].get("execution_count", old.execution_count)
+    return cell
+
+
 def under_the_hood_cell(chapter: int) -> nbformat.NotebookNode:
     href, words = PLAN.UNDER_THE_HOOD[chapter]
     return _markdown("under-the-hood", str(chapter), f"**Under the hood:** [{words}]({href}).")
@@ -130,6 +141,7 @@ def under_the_hood_cell(chapter: int) -> nbformat.NotebookNode:
 def apply(nb: nbformat.NotebookNode, path: Path) -> None:
     """Put the apparatus into ``nb`` (the chapter at ``path``), in place; raises :class:`AnchorError`."""
     chapter = chapter_of(path)
+    executed = {c.get("id"): c for c in nb.cells if is_inserted(c) and c.cell_type == "code" and c.execution_count}
     nb.cells = [c for c in nb.cells if not is_inserted(c)]
     # captions after their charts, last first so the indices found stay valid
     placed = sorted(((_code_cell(nb.cells, snippet, path), label, text)
@@ -140,7 +152,7 @@ def apply(nb: nbformat.NotebookNode, path: Path) -> None:
     before: dict[str, list] = {}
     for key, heading in PLAN.SELF_CHECKS.items():
         if self_checks.question(key).chapter == chapter:
-            before.setdefault(heading, []).append(self_check_cell(key))
+            before.setdefault(heading, []).append(_keep_count(self_check_cell(key), executed))
     for d in diagrams.by_chapter(chapter):
         before.setdefault(PLAN.DIAGRAMS[d.name][0], []).append(diagram_cell(d))
     if chapter in PLAN.UNDER_THE_HOOD:
