@@ -183,6 +183,19 @@ def test_the_command_answers_with_plausible_and_implied(cli, cli_env):
         capture_output=True, text=True, env=cli_env, check=True).stdout)["implied"]["storage_gbps"])
 
 
+@pytest.mark.parametrize("flag,text", [("--gpus", "1_000"), ("--gpus", "\u0661\u0662"), ("--before", "5_0"),
+                                       ("--model-params-b", "7_0"), ("--save-s", "\u0669")])
+def test_the_command_reads_numbers_as_typed_in_ascii(cli, cli_env, flag, text):
+    """`claim` reads its numbers as every other command does: no 1_000, no other scripts' digits (issue 41, item 16)."""
+    args = {"--lever": "memory", "--before": "85", "--after": "95", "--gpus": "8192", flag: text}
+    out = subprocess.run([*cli, "claim", *[x for kv in args.items() for x in kv]], capture_output=True, text=True,
+                         env=cli_env)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in out.stderr, lines
+    assert flag in lines[0] and (text in lines[0] or repr(text) in lines[0]), lines[0]
+
+
 # --- calibrated to real clusters: pins, bounds instead of negative values, the decisive reason first --------
 
 

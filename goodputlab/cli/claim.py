@@ -19,6 +19,7 @@ import math
 
 from ..errors import ConfigError
 from ..theory import claim as model
+from ..validate import ascii_number
 from .common import UnreadableValue
 from .theory_read import DEFINITIONS, definition_lines
 
@@ -71,7 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _percent(field: str, text: str) -> float:
     try:
-        value = float(text.strip().removesuffix("%"))
+        value = float(ascii_number(text.strip().removesuffix("%")))
     except ValueError:
         raise UnreadableValue(field, text, _PERCENT) from None
     if not (math.isfinite(value) and 1 < value < 100):
@@ -87,14 +88,14 @@ def _read(args: argparse.Namespace) -> dict:
     if after <= before:
         raise ConfigError("after", args.after, f"a goodput above --before ({args.before}): a lever that helps")
     try:
-        gpus = int(args.gpus)
+        gpus = int(ascii_number(args.gpus.strip(), whole=True))
     except ValueError:
         raise UnreadableValue("gpus", args.gpus, "a whole number of GPUs >= 1 and <= 10,000,000") from None
     if not 1 <= gpus <= 10_000_000:
         raise ConfigError("gpus", args.gpus, "a whole number of GPUs >= 1 and <= 10,000,000")
     allowed = "a number of billions of parameters > 0 and <= 100000"
     try:
-        params = float(args.model_params_b)
+        params = float(ascii_number(args.model_params_b.strip()))
     except ValueError:
         raise UnreadableValue("model_params_b", args.model_params_b, allowed) from None
     if not (math.isfinite(params) and 0.001 <= params <= 100_000):
@@ -108,7 +109,7 @@ def _read(args: argparse.Namespace) -> dict:
         if text is None:
             continue
         try:
-            value = float(text)
+            value = float(ascii_number(text.strip()))
         except ValueError:
             raise UnreadableValue(field, text, allowed_pin) from None
         if not (math.isfinite(value) and (value > 0 if positive else value >= 0)):
