@@ -45,7 +45,9 @@ def test_chapter_4_durability_at_cluster_scale(executed_notebook):
     src = m["ram_tier_sources"]
     assert src["memory_process"] == ["memory"] and src["memory_node"] == ["memory", "peer"]
     assert src["sync_process"] == src["sync_node"] == ["disk"] and m["ram_tier_bit_exact"] is True
-    assert m["ram_tier_lost_steps"]["memory_node"] == m["ram_tier_lost_steps"]["memory_process"]
+    # the peer's copy is as new as the node's own RAM: the node kill's rank lost fewer steps than the newest disk copy
+    # would have cost it (how many each kill lost is where it landed after its last copy)
+    assert 0 <= m["ram_tier_lost_steps"]["memory_node"] < m["ram_tier_disk_lost_steps"]
     g, naive = m["cluster_goodput"], m["cluster_blocking_only"]
     # a 5-minute sync save, a 10-minute restart, 8.6 failures a day
     assert g["sync"] == pytest.approx(0.730, abs=0.001) and m["cluster_interval_s"]["sync"] / 60 == pytest.approx(37.6, abs=0.3)

@@ -333,7 +333,11 @@ def test_the_ram_tier_recording_of_chapter_4_says_which_copy_each_kill_restored_
     assert set(facts["memory_process"]["sources"].values()) == {"memory"}
     assert sorted(facts["memory_node"]["sources"].values()) == ["memory", "peer"]
     assert set(facts["sync_node"]["sources"].values()) == {"disk"} and facts["bit_exact"]
-    assert facts["memory_node"]["lost_steps"] == facts["memory_process"]["lost_steps"] == 1
+    # each kill lost the steps since its last RAM copy, one copy every 2 steps (where it landed is the timing), and the
+    # node kill far fewer than the disk would have cost
+    mn, mp = facts["memory_node"], facts["memory_process"]
+    assert 0 <= mn["lost_steps"] <= 2 and 0 <= mp["lost_steps"] <= 2
+    assert mn["lost_steps"] < mn["after_step"] - facts["memory_node_disk_step"]
     assert facts["memory_node_disk_step"] == 0  # no disk copy before the end: without the peer, from scratch
     bad = tmp_path / "bad.json"
     bad.write_text('{"kind": "ram_tier", "version": 1, "runs": {}}')

@@ -68,7 +68,7 @@ def test_anatomy_reports_the_ledgers_data_wait(anatomy):
         assert loop.steps == ANATOMY["steps"] - 1  # every step but the first (its wait is warm-up)
     # and the ledger's wait per step is what each variant loads in the loop (the step's noise is not in it)
     read = anatomy.loops["compute_only"].wait_per_step_s
-    assert read < 3 * MS
+    assert read < 10 * MS  # a batch from memory: under 1 ms quiet, 3.7 ms once in a loaded make test; far below 21 ms
     # (at least the injected stalls: the transform's CPU time stretches on a busy machine, as above)
     prep = anatomy.loops["prep_only"].wait_per_step_s
     assert prep >= 21 * MS + read
