@@ -122,9 +122,9 @@ DIAGRAMS: tuple[Diagram, ...] = (
     ),
     Diagram(
         "cluster-levers", 10,
-        "A list of what a cluster loses, each beside the lever that cuts it: the failures a day (scale and "
-        "reliability), detection (the watchdog), restart (hot spares), restore (a RAM tier or a peer's copy), "
-        "lost work (a shorter interval), blocking saves (async saves) and data stalls (a deeper pipeline).",
+        "A list of what a cluster loses, each beside the lever that cuts it. The failures a day: scale and "
+        "reliability. Detection: the watchdog. Restart: hot spares. Restore: a RAM tier or a peer's copy. "
+        "Lost work: a shorter interval. Blocking saves: async saves. Data stalls: a deeper pipeline.",
         "A cluster's levers. Each failure costs detection, a restart, a restore and the work since the checkpoint; "
         "each interval a save; each step any stall. Each lever cuts one of them.",
         scale.cluster_levers,
